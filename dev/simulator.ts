@@ -1,0 +1,266 @@
+import { randomBytes } from 'node:crypto'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { profileOf, timelineOf } from './profiles.js'
+
+/**
+ * A stand-in for the Public Profile Lookup Service and its identity provider, in one small node:http
+ * server. It checks credentials, issues expiring tokens, refuses missing, wrong and expired ones, and
+ * can be told to be slow or to fail, so that tests and benchmarks can drive every path. It counts what
+ * it sees, which is what the tests assert on.
+ *
+ * Unknown members (answered 404): every username that starts with `ghost`.
+ */
+
+export interface SimulatorOptions {
+  port?: number
+  host?: string
+  clientId?: string
+  clientSecret?: string
+  /** Required `audience`; default: the simulator's own base URL. */
+  audience?: string
+  /** Path the upstream routes live under, e.g. `/gw/v1`. */
+  basePath?: string
+  tokenTtlSeconds?: number
+  /** Leave `expires_in` out of token answers. */
+  omitExpiresIn?: boolean
+  latencyMs?: number
+  tokenLatencyMs?: number
+}
+
+export type Fault =
+  | { kind: 'status', status: number, retryAfter?: string }
+  | { kind: 'invalid-json' }
+  | { kind: 'wrong-shape' }
+  | { kind: 'oversized', bytes: number }
+  | { kind: 'hang' }
+  | { kind: 'reset' }
+
+export interface SimulatorStats {
+  tokensIssued: number
+  tokenRequests: number
+  /** Data calls by route kind and username, e.g. `profile:alice`. */
+  calls: Map<string, number>
+  dataCalls: number
+  rejectedTokens: number
+  expiredTokensSeen: number
+  lastTokenRequest?: Record<string, unknown>
+  lastAuthorization?: string
+  lastPath?: string
+}
+
+export interface Simulator {
+  url: string
+  authUrl: string
+  baseUrl: string
+  options: Required<Omit<SimulatorOptions, 'audience'>> & { audience: string }
+  stats: SimulatorStats
+  /** Faults for the next data calls (each one consumed once), or `always` until cleared. */
+  failNext: (fault: Fault, times?: number) => void
+  failAlways: (fault: Fault | undefined) => void
+  failTokenNext: (fault: Fault, times?: number) => void
+  /** Forget every issued token: the next call with one answers 401, as after a key rotation. */
+  revokeTokens: () => void
+  callsFor: (kind: 'profile' | 'timeline' | 'user', username: string) => number
+  reset: () => void
+  close: () => Promise<void>
+}
+
+const MAX_BODY = 64 * 1024
+
+export async function startSimulator (input: SimulatorOptions = {}): Promise<Simulator> {
+  const tokens = new Map<string, number>()
+  const dataFaults: Fault[] = []
+  const tokenFaults: Fault[] = []
+  let alwaysFault: Fault | undefined
+  const stats = freshStats()
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch(() => {
+      if (!res.headersSent) res.writeHead(500)
+      res.end()
+    })
+  })
+  server.keepAliveTimeout = 5_000
+
+  await new Promise<void>((resolve) => server.listen(input.port ?? 0, input.host ?? '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  const url = `http://${input.host ?? '127.0.0.1'}:${port}`
+  const basePath = (input.basePath ?? '').replace(/\/$/, '')
+  const options = {
+    port,
+    host: input.host ?? '127.0.0.1',
+    clientId: input.clientId ?? 'dev-client',
+    clientSecret: input.clientSecret ?? 'dev-secret',
+    audience: input.audience ?? `${url}${basePath}`,
+    basePath,
+    tokenTtlSeconds: input.tokenTtlSeconds ?? 3600,
+    omitExpiresIn: input.omitExpiresIn ?? false,
+    latencyMs: input.latencyMs ?? 0,
+    tokenLatencyMs: input.tokenLatencyMs ?? 0
+  }
+
+  async function handle (req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { pathname, searchParams } = new URL(req.url ?? '/', url)
+    if (req.method === 'POST' && pathname === '/oauth/token') return await issueToken(req, res)
+    if (req.method === 'POST' && pathname === '/__sim/config') return await configure(req, res)
+    if (req.method === 'GET' && pathname === '/__sim/stats') return sendJson(res, 200, statsJson())
+    if (req.method !== 'GET' || !pathname.startsWith(`${basePath}/`)) return sendJson(res, 404, { error: 'no such route' })
+
+    const route = matchRoute(pathname.slice(basePath.length))
+    if (route === undefined) return sendJson(res, 404, { error: 'no such route' })
+    stats.dataCalls++
+    stats.lastPath = req.url
+    stats.lastAuthorization = req.headers.authorization
+    const callKey = `${route.kind}:${route.username}`
+    stats.calls.set(callKey, (stats.calls.get(callKey) ?? 0) + 1)
+
+    if (options.latencyMs > 0) await sleep(options.latencyMs)
+    if (!authorized(req.headers.authorization)) return sendJson(res, 401, { error: 'invalid_token' })
+    const fault = dataFaults.shift() ?? alwaysFault
+    if (fault !== undefined) return applyFault(res, fault)
+    if (route.username.startsWith('ghost')) return sendJson(res, 404, { error: 'user not found' })
+
+    if (route.kind === 'timeline') return sendJson(res, 200, { posts: timelineOf(route.username) })
+    const profile = profileOf(route.username)
+    if (route.kind === 'profile') return sendJson(res, 200, { user: profile })
+    const field = Object.keys(profile).find((key) => key.toLowerCase() === searchParams.get('query'))
+    if (field === undefined) return sendJson(res, 400, { error: 'unknown query' })
+    return sendJson(res, 200, { [field]: profile[field] })
+  }
+
+  async function issueToken (req: IncomingMessage, res: ServerResponse): Promise<void> {
+    stats.tokenRequests++
+    const body = await readJson(req)
+    stats.lastTokenRequest = body
+    if (options.tokenLatencyMs > 0) await sleep(options.tokenLatencyMs)
+    const fault = tokenFaults.shift()
+    if (fault !== undefined) return applyFault(res, fault)
+    if (body?.grant_type !== 'client_credentials') return sendJson(res, 400, { error: 'unsupported_grant_type' })
+    if (body.client_id !== options.clientId || body.client_secret !== options.clientSecret) {
+      return sendJson(res, 401, { error: 'invalid_client' })
+    }
+    if (body.audience !== options.audience) return sendJson(res, 403, { error: 'invalid_audience' })
+    const token = `sim_${randomBytes(24).toString('base64url')}`
+    tokens.set(token, Date.now() + options.tokenTtlSeconds * 1000)
+    stats.tokensIssued++
+    const answer: Record<string, unknown> = { access_token: token, token_type: 'Bearer' }
+    if (!options.omitExpiresIn) answer.expires_in = options.tokenTtlSeconds
+    sendJson(res, 200, answer)
+  }
+
+  async function configure (req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readJson(req) ?? {}
+    if (typeof body.latencyMs === 'number') options.latencyMs = body.latencyMs
+    if (typeof body.tokenTtlSeconds === 'number') options.tokenTtlSeconds = body.tokenTtlSeconds
+    if (body.reset === true) simulator.reset()
+    if ('fault' in body) simulator.failAlways(body.fault as Fault | undefined)
+    sendJson(res, 200, statsJson())
+  }
+
+  function authorized (header: string | undefined): boolean {
+    const token = header?.replace(/^Bearer /, '')
+    const expiresAt = token === undefined ? undefined : tokens.get(token)
+    if (expiresAt === undefined) {
+      stats.rejectedTokens++
+      return false
+    }
+    if (expiresAt <= Date.now()) {
+      stats.expiredTokensSeen++
+      stats.rejectedTokens++
+      return false
+    }
+    return true
+  }
+
+  function statsJson (): Record<string, unknown> {
+    return { ...stats, calls: Object.fromEntries(stats.calls) }
+  }
+
+  const simulator: Simulator = {
+    url,
+    authUrl: url,
+    baseUrl: `${url}${basePath}`,
+    options,
+    stats,
+    failNext: (fault, times = 1) => { for (let i = 0; i < times; i++) dataFaults.push(fault) },
+    failAlways: (fault) => { alwaysFault = fault },
+    failTokenNext: (fault, times = 1) => { for (let i = 0; i < times; i++) tokenFaults.push(fault) },
+    revokeTokens: () => tokens.clear(),
+    callsFor: (kind, username) => stats.calls.get(`${kind}:${username}`) ?? 0,
+    reset: () => {
+      dataFaults.length = 0
+      tokenFaults.length = 0
+      alwaysFault = undefined
+      Object.assign(stats, freshStats())
+    },
+    close: async () => {
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  }
+  return simulator
+}
+
+function freshStats (): SimulatorStats {
+  return { tokensIssued: 0, tokenRequests: 0, calls: new Map(), dataCalls: 0, rejectedTokens: 0, expiredTokensSeen: 0 }
+}
+
+function matchRoute (path: string): { kind: 'profile' | 'timeline' | 'user', username: string } | undefined {
+  const segments = path.split('/').slice(1)
+  const username = segments[1] === undefined ? undefined : decodeURIComponent(segments[1])
+  if (username === undefined || username === '') return undefined
+  if (segments[0] === 'profile' && segments.length === 2) return { kind: 'profile', username }
+  if (segments[0] === 'profile' && segments.length === 3 && segments[2] === 'timeline') return { kind: 'timeline', username }
+  if (segments[0] === 'user' && segments.length === 2) return { kind: 'user', username }
+  return undefined
+}
+
+async function applyFault (res: ServerResponse, fault: Fault): Promise<void> {
+  switch (fault.kind) {
+    case 'status':
+      res.writeHead(fault.status, {
+        'content-type': 'application/json',
+        ...(fault.retryAfter !== undefined && { 'retry-after': fault.retryAfter })
+      })
+      res.end(JSON.stringify({ error: `simulated ${fault.status}`, secret_detail: 'upstream body must never reach callers' }))
+      return
+    case 'invalid-json':
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end('{"user": {"name": "trunc')
+      return
+    case 'wrong-shape':
+      return sendJson(res, 200, { data: { unexpected: true } })
+    case 'oversized':
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ user: { name: 'x'.repeat(fault.bytes) } }))
+      return
+    case 'hang':
+      await sleep(60_000, undefined, { ref: false })
+      res.end()
+      return
+    case 'reset':
+      res.socket?.destroy()
+  }
+}
+
+async function readJson (req: IncomingMessage): Promise<Record<string, unknown> | undefined> {
+  let text = ''
+  for await (const chunk of req) {
+    text += String(chunk)
+    if (text.length > MAX_BODY) return undefined
+  }
+  try {
+    const value: unknown = JSON.parse(text)
+    return typeof value === 'object' && value !== null ? value as Record<string, unknown> : undefined
+  } catch {
+    return undefined
+  }
+}
+
+function sendJson (res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  res.end(text)
+}

@@ -1,0 +1,13 @@
+import { startSimulator } from './simulator.js'
+
+// `npm run dev`: the upstream simulator in this process, then the real server entry in front of it,
+// with the in-process cache. Variables already set (or in .env) win over these defaults.
+const simulator = await startSimulator({ port: Number(process.env.SIM_PORT ?? 4010), latencyMs: 30 })
+process.env.UPSTREAM_BASE_URL ??= simulator.baseUrl
+process.env.AUTH_URL ??= simulator.authUrl
+process.env.CLIENT_ID ??= simulator.options.clientId
+process.env.CLIENT_SECRET ??= simulator.options.clientSecret
+process.stdout.write(`upstream simulator on ${simulator.url} (unknown members: usernames starting with "ghost")\n`)
+
+await import('../src/server.js')
+process.stdout.write(`try: curl http://127.0.0.1:${process.env.PORT ?? 3000}/profile/alice\n`)

@@ -1,0 +1,11 @@
+import neostandard from 'neostandard'
+
+export default [
+  ...neostandard({ ts: true, ignores: ['dist', 'node_modules', '.tap', 'coverage'] }),
+  { rules: { '@stylistic/comma-dangle': ['error', 'never'] } },
+  {
+    // TypeBox's idiom: a schema and its static type share one name (`Profile` the value, `Profile` the type).
+    files: ['src/schemas/**'],
+    rules: { '@typescript-eslint/no-redeclare': 'off' }
+  }
+]

@@ -1,0 +1,95 @@
+import { FormatRegistry, Type, type Static, type TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+
+// An absolute http(s) URL; a path is allowed and kept (the contract's `https://host/gw/v1`).
+FormatRegistry.Set('http-url', (value) => {
+  if (!URL.canParse(value)) return false
+  const { protocol } = new URL(value)
+  return protocol === 'http:' || protocol === 'https:'
+})
+FormatRegistry.Set('redis-url', (value) => URL.canParse(value) && /^rediss?:$/.test(new URL(value).protocol))
+
+const Seconds = (defaultValue: number, description: string) =>
+  Type.Integer({ minimum: 0, default: defaultValue, description })
+
+/**
+ * The service's whole configuration, named as the environment names it. This schema is the single
+ * source of truth: the Config type, `.env.example`, the README table and the compose file are checked
+ * against it.
+ */
+export const ConfigSchema = Type.Object({
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000, description: 'listen port' }),
+  HOST: Type.String({ minLength: 1, default: '127.0.0.1', description: 'listen address (`0.0.0.0` in containers)' }),
+  UPSTREAM_BASE_URL: Type.String({ format: 'http-url', description: 'upstream base address (a path is kept)' }),
+  AUTH_URL: Type.String({ format: 'http-url', description: 'identity provider; token at `{AUTH_URL}/oauth/token`' }),
+  CLIENT_ID: Type.String({ minLength: 1, description: 'issued client id; never logged, never returned' }),
+  CLIENT_SECRET: Type.String({ minLength: 1, description: 'issued client secret; never logged, never returned' }),
+  AUDIENCE: Type.Optional(Type.String({ minLength: 1, description: '`audience` of the token request (default: `UPSTREAM_BASE_URL`)' })),
+  AUTH_SCHEME: Type.String({ default: 'Bearer', description: 'prefix of the Authorization value (empty: the bare token)' }),
+  TOKEN_DEFAULT_TTL_SECONDS: Type.Integer({ minimum: 1, default: 3600, description: 'token lifetime assumed when the answer has no `expires_in`' }),
+  REDIS_URL: Type.Optional(Type.String({ format: 'redis-url', description: 'e.g. `redis://127.0.0.1:6379/0`; unset: an in-process cache' })),
+  CACHE_KEY_PREFIX: Type.String({ default: 'pbff:', description: 'prefix of every Redis key' }),
+  PROFILE_TTL_SECONDS: Seconds(300, 'a cached profile is fresh this long'),
+  TIMELINE_TTL_SECONDS: Seconds(60, 'a cached timeline is fresh this long'),
+  STALE_TTL_SECONDS: Seconds(86400, 'after freshness ends, an entry may still be served while revalidating or when the upstream fails'),
+  NOT_FOUND_TTL_SECONDS: Seconds(60, 'an upstream 404 is remembered this long'),
+  UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 5000, description: 'per upstream request' }),
+  UPSTREAM_MAX_CONCURRENCY: Type.Integer({ minimum: 1, default: 32, description: 'upstream requests in flight per instance' }),
+  RATE_LIMIT_PER_MINUTE: Type.Integer({ minimum: 0, default: 600, description: 'per client address; `0` turns it off' }),
+  CORS_ORIGINS: Type.String({ default: '*', description: 'comma-separated allowed origins' }),
+  TRUST_PROXY: Type.Boolean({ default: false, description: 'honour `X-Forwarded-For`' }),
+  LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
+    { default: 'info', description: 'pino level' }
+  ),
+  ADMIN_TOKEN: Type.Optional(Type.String({ minLength: 1, description: 'bearer token for `POST /admin/purge/:username`; unset: no admin route' }))
+})
+
+export type Config = Static<typeof ConfigSchema>
+
+/** Start-up refused: `message` is the one line an operator reads on stderr. */
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+/**
+ * Reads the configuration from an environment. Empty strings count as unset (so `FOO=` in an env file
+ * falls back to the default), except for AUTH_SCHEME where empty means "the bare token".
+ */
+export function loadConfig (env: Record<string, string | undefined>): Config {
+  const raw: Record<string, unknown> = {}
+  for (const key of Object.keys(ConfigSchema.properties)) {
+    const value = env[key]
+    if (value !== undefined && (value !== '' || key === 'AUTH_SCHEME')) raw[key] = value
+  }
+  const converted = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, raw))
+  // One line for all of them, in the schema's order, one problem per variable.
+  const problems = new Map<string, string>()
+  for (const error of Value.Errors(ConfigSchema, converted)) {
+    const name = error.path.replace(/^\//, '')
+    if (!problems.has(name)) problems.set(name, describe(name, error.schema, raw))
+  }
+  if (problems.size > 0) {
+    const names = Object.keys(ConfigSchema.properties).filter((name) => problems.has(name))
+    throw new ConfigError(names.map((name) => problems.get(name)).join('; '))
+  }
+  return converted as Config
+}
+
+function describe (name: string, schema: TSchema, raw: Record<string, unknown>): string {
+  if (!(name in raw)) return `${name} is required (${String(schema.description)})`
+  const expected = schema.format !== undefined
+    ? `an absolute ${schema.format === 'redis-url' ? 'redis://' : 'http(s)'} URL`
+    : expectation(schema)
+  return `${name} must be ${expected}, got ${JSON.stringify(raw[name])}`
+}
+
+function expectation (schema: TSchema): string {
+  if (schema.type === 'integer') {
+    const bounds = [schema.minimum !== undefined ? `>= ${schema.minimum}` : '', schema.maximum !== undefined ? `<= ${schema.maximum}` : '']
+    return `an integer ${bounds.filter(Boolean).join(' and ')}`.trim()
+  }
+  if (schema.type === 'boolean') return 'true or false'
+  if (Array.isArray(schema.anyOf)) return `one of ${schema.anyOf.map((s: TSchema) => s.const).join(', ')}`
+  return 'a non-empty string'
+}

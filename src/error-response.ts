@@ -1,0 +1,40 @@
+import { STATUS_CODES } from 'node:http'
+import type { FastifyError } from 'fastify'
+import * as errors from './errors.js'
+import type { ErrorResponse } from './schemas/common.js'
+import { QUERY_VALUES } from './schemas/profile.js'
+
+/** The contract's codes: every export of errors.ts whose name is its code. */
+const CONTRACT_CODES = new Set(Object.keys(errors))
+
+/**
+ * Any failure as the contract's body. Our coded errors keep their messages (written to be safe to
+ * show); Fastify's own client errors keep their status under a code named after it; anything else is
+ * a 500 whose details only reach the log.
+ */
+export function errorResponse (error: Partial<FastifyError>): ErrorResponse {
+  if (error.validation !== undefined) {
+    return describe(error.validationContext === 'querystring'
+      ? new errors.INVALID_FIELD(QUERY_VALUES.join(', '))
+      : new errors.INVALID_USERNAME())
+  }
+  if (error.code !== undefined && CONTRACT_CODES.has(error.code) && error.statusCode !== undefined) {
+    return describe(error as FastifyError)
+  }
+  const status = error.statusCode ?? 500
+  if (status >= 400 && status < 500) return body(status, codeOfStatus(status), error.message ?? '')
+  return describe(new errors.INTERNAL_ERROR())
+}
+
+function describe (error: FastifyError): ErrorResponse {
+  return body(error.statusCode ?? 500, error.code, error.message)
+}
+
+function body (statusCode: number, code: string, message: string): ErrorResponse {
+  return { statusCode, code, error: STATUS_CODES[statusCode] ?? 'Error', message }
+}
+
+/** `Payload Too Large` -> `PAYLOAD_TOO_LARGE`. */
+function codeOfStatus (status: number): string {
+  return (STATUS_CODES[status] ?? 'Error').toUpperCase().replace(/\W+/g, '_')
+}

@@ -1,0 +1,49 @@
+import createError from '@fastify/error'
+
+/**
+ * Every error a caller can see, under the contract's codes. Messages never carry a token, a secret,
+ * a stack or an upstream body: whatever caused the error travels as `cause`, which is logged, never sent.
+ */
+
+// Bad input
+export const INVALID_USERNAME = createError('INVALID_USERNAME',
+  'username must be 1 to 128 characters, not "." or "..", without control characters', 400)
+export const INVALID_FIELD = createError<[string]>('INVALID_FIELD', 'query must be one of: %s', 400)
+export const NOT_FOUND = createError<[string, string]>('NOT_FOUND', 'Route %s %s not found', 404)
+
+/** The failure behind an error, kept for the log (the last constructor argument, as @fastify/error reads it). */
+type Cause = { cause: unknown }
+
+// What the upstream said
+export const PROFILE_NOT_FOUND = createError<[string]>('PROFILE_NOT_FOUND', 'No profile for username %s', 404)
+export const UPSTREAM_ERROR = createError<[string, Cause?]>('UPSTREAM_ERROR', 'The profile service failed: %s', 502)
+export const UPSTREAM_INVALID_RESPONSE = createError<[Cause?]>('UPSTREAM_INVALID_RESPONSE',
+  'The profile service answered with an unexpected body', 502)
+export const UPSTREAM_TIMEOUT = createError<[number, Cause?]>('UPSTREAM_TIMEOUT', 'The profile service did not answer within %d ms', 504)
+export const UPSTREAM_AUTH_FAILED = createError<[string, Cause?]>('UPSTREAM_AUTH_FAILED',
+  'Could not authenticate with the profile service: %s', 502)
+
+// Protection
+export const RATE_LIMITED = createError<[number]>('RATE_LIMITED', 'Too many requests: retry in %d s', 429)
+export const UPSTREAM_RATE_LIMITED = createError<[number]>('UPSTREAM_RATE_LIMITED',
+  'The profile service asks us to slow down: retry in %d s', 503)
+export const UPSTREAM_OVERLOADED = createError('UPSTREAM_OVERLOADED',
+  'Too many profile lookups are waiting: retry shortly', 503)
+export const UNAUTHORIZED = createError('UNAUTHORIZED', 'A valid admin bearer token is required', 401)
+
+// Anything unexpected: the details go to the log only.
+export const INTERNAL_ERROR = createError('INTERNAL_ERROR', 'Internal server error', 500)
+
+/** An error that tells the caller when to come back (sent as `Retry-After`). */
+export interface RetryAfter {
+  retryAfterSeconds: number
+}
+
+export function withRetryAfter<E extends Error> (error: E, seconds: number): E & RetryAfter {
+  return Object.assign(error, { retryAfterSeconds: Math.max(1, Math.ceil(seconds)) })
+}
+
+export function retryAfterOf (error: unknown): number | undefined {
+  const seconds = (error as Partial<RetryAfter> | null)?.retryAfterSeconds
+  return typeof seconds === 'number' ? seconds : undefined
+}

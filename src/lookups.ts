@@ -1,0 +1,61 @@
+import { createEntry, type CacheEntry, type Freshness } from './cache/cache-entry.js'
+import { cacheKey, type EntryKind } from './cache/keys.js'
+import type { Served, SwrCache } from './cache/swr-cache.js'
+import type { ProfileField } from './schemas/profile.js'
+import type { UpstreamAnswer, UpstreamClient } from './upstream/upstream-client.js'
+
+export interface LookupsOptions {
+  cache: SwrCache
+  upstream: Pick<UpstreamClient, 'profile' | 'timeline'>
+  keyPrefix: string
+  profile: Freshness
+  timeline: Freshness
+  notFound: Freshness
+  now?: () => number
+}
+
+/** A field query answered from a cached profile: the one-key body and the entry it came from. */
+export interface FieldServed extends Served {
+  fieldBody: string
+}
+
+/**
+ * What the routes ask for, in their terms: a member's profile, timeline or one field, served through the
+ * cache. An upstream 404 becomes a negative entry, cached like any other.
+ */
+export class Lookups {
+  readonly #options: LookupsOptions
+  readonly #now: () => number
+
+  constructor (options: LookupsOptions) {
+    this.#options = options
+    this.#now = options.now ?? Date.now
+  }
+
+  async profile (username: string): Promise<Served> {
+    return await this.#get('profile', username, () => this.#options.upstream.profile(username))
+  }
+
+  async timeline (username: string): Promise<Served> {
+    return await this.#get('timeline', username, () => this.#options.upstream.timeline(username))
+  }
+
+  /** One field, from the cached profile; a miss loads the whole profile, which then serves all ten. */
+  async field (username: string, field: ProfileField): Promise<FieldServed> {
+    const served = await this.profile(username)
+    if (served.entry.status !== 200) return { ...served, fieldBody: '' }
+    const { user } = JSON.parse(served.entry.body) as { user: Record<ProfileField, string> }
+    return { ...served, fieldBody: JSON.stringify({ [field]: user[field] }) }
+  }
+
+  async #get (kind: EntryKind, username: string, fetch: () => Promise<UpstreamAnswer<unknown>>): Promise<Served> {
+    const key = cacheKey(this.#options.keyPrefix, kind, username)
+    return await this.#options.cache.get(key, async (): Promise<CacheEntry> => {
+      const answer = await fetch()
+      const now = this.#now()
+      return answer.found
+        ? createEntry(200, JSON.stringify(answer.body), now, this.#options[kind])
+        : createEntry(404, '', now, this.#options.notFound)
+    })
+  }
+}

@@ -1,0 +1,23 @@
+import { Type, type Static } from '@sinclair/typebox'
+
+export const ErrorResponse = Type.Object({
+  statusCode: Type.Integer({ examples: [404] }),
+  code: Type.String({ examples: ['PROFILE_NOT_FOUND'] }),
+  error: Type.String({ examples: ['Not Found'] }),
+  message: Type.String({ examples: ['No profile for username ghost'] })
+}, { $id: 'ErrorResponse', description: 'Every error the service answers' })
+export type ErrorResponse = Static<typeof ErrorResponse>
+
+/**
+ * 1 to 128 code points (ajv matches patterns with the `u` flag), not `.` or `..`, no C0 control
+ * character nor DEL. Anything else, `/` and `%` included, is a valid username that travels
+ * percent-encoded to the upstream.
+ */
+export const Username = Type.String({
+  pattern: '^(?!\\.{1,2}$)[^\\u0000-\\u001f\\u007f]{1,128}$',
+  description: 'the member\'s username (1 to 128 characters)',
+  examples: ['alice']
+})
+
+export const UsernameParams = Type.Object({ username: Username })
+export type UsernameParams = Static<typeof UsernameParams>

@@ -1,0 +1,79 @@
+import { spawnSync } from 'node:child_process'
+import t from 'tap'
+import { ConfigSchema, loadConfig } from '../src/config.js'
+
+const required = {
+  UPSTREAM_BASE_URL: 'https://profiles.example/gw/v1',
+  AUTH_URL: 'https://id.example',
+  CLIENT_ID: 'id',
+  CLIENT_SECRET: 'secret'
+}
+
+t.test('defaults are the contract\'s', async (t) => {
+  const config = loadConfig(required)
+  t.match(config, {
+    PORT: 3000,
+    HOST: '127.0.0.1',
+    AUTH_SCHEME: 'Bearer',
+    TOKEN_DEFAULT_TTL_SECONDS: 3600,
+    CACHE_KEY_PREFIX: 'pbff:',
+    PROFILE_TTL_SECONDS: 300,
+    TIMELINE_TTL_SECONDS: 60,
+    STALE_TTL_SECONDS: 86400,
+    NOT_FOUND_TTL_SECONDS: 60,
+    UPSTREAM_TIMEOUT_MS: 5000,
+    UPSTREAM_MAX_CONCURRENCY: 32,
+    RATE_LIMIT_PER_MINUTE: 600,
+    CORS_ORIGINS: '*',
+    TRUST_PROXY: false,
+    LOG_LEVEL: 'info'
+  })
+  t.equal(config.REDIS_URL, undefined)
+  t.equal(config.ADMIN_TOKEN, undefined)
+  t.equal(config.AUDIENCE, undefined, 'the token request then uses UPSTREAM_BASE_URL as given')
+})
+
+t.test('values are converted from their environment strings', async (t) => {
+  const config = loadConfig({ ...required, PORT: '8080', TRUST_PROXY: 'true', AUTH_SCHEME: '', REDIS_URL: 'redis://127.0.0.1:6379/0' })
+  t.equal(config.PORT, 8080)
+  t.equal(config.TRUST_PROXY, true)
+  t.equal(config.AUTH_SCHEME, '')
+  t.equal(config.REDIS_URL, 'redis://127.0.0.1:6379/0')
+})
+
+t.test('a bad or missing value names the variable and what is wrong', async (t) => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ ...required, UPSTREAM_BASE_URL: 'nope' }, /^UPSTREAM_BASE_URL must be an absolute http\(s\) URL, got "nope"$/],
+    [{ ...required, AUTH_URL: 'ftp://id.example' }, /^AUTH_URL must be an absolute http\(s\) URL/],
+    [{ ...required, REDIS_URL: 'localhost:6379' }, /^REDIS_URL must be an absolute redis:\/\/ URL/],
+    [{ ...required, PROFILE_TTL_SECONDS: 'five' }, /^PROFILE_TTL_SECONDS must be an integer >= 0, got "five"$/],
+    [{ ...required, PORT: '70000' }, /^PORT must be an integer >= 0 and <= 65535/],
+    [{ ...required, TRUST_PROXY: 'maybe' }, /^TRUST_PROXY must be true or false/],
+    [{ ...required, LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],
+    [{ ...required, CLIENT_ID: '' }, /^CLIENT_ID is required/],
+    [{ AUTH_URL: 'https://id.example', CLIENT_ID: 'id', CLIENT_SECRET: 'x' }, /^UPSTREAM_BASE_URL is required/],
+    [{ UPSTREAM_BASE_URL: 'nope', PORT: 'x' }, /^PORT must be an integer.*; UPSTREAM_BASE_URL must be .*; AUTH_URL is required.*; CLIENT_ID is required.*; CLIENT_SECRET is required/]
+  ]
+  for (const [env, message] of cases) t.throws(() => loadConfig(env), { name: 'ConfigError', message }, message.source)
+})
+
+t.test('every variable has a description (the README and .env.example are built on them)', async (t) => {
+  for (const [name, schema] of Object.entries(ConfigSchema.properties)) t.type(schema.description, 'string', name)
+})
+
+t.test('the server refuses to start on a bad value: one line on stderr, exit 1, nothing listening', async (t) => {
+  const start = (env: Record<string, string>) => spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    env: { PATH: process.env.PATH, PORT: '0', ...env },
+    encoding: 'utf8',
+    timeout: 20_000
+  })
+  const bad = start({ ...required, UPSTREAM_BASE_URL: 'nope', CLIENT_SECRET: 'do-not-print-me' })
+  t.equal(bad.status, 1)
+  t.equal(bad.stdout, '')
+  t.equal(bad.stderr, 'profile-bff: configuration error: UPSTREAM_BASE_URL must be an absolute http(s) URL, got "nope"\n')
+
+  // `UPSTREAM_BASE_URL=nope npm start` with nothing else set: still one line, naming it first.
+  const bare = start({ UPSTREAM_BASE_URL: 'nope' })
+  t.equal(bare.status, 1)
+  t.match(bare.stderr, /^profile-bff: configuration error: UPSTREAM_BASE_URL must be an absolute http\(s\) URL, got "nope"; AUTH_URL is required[^\n]*\n$/)
+})
