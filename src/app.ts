@@ -4,6 +4,8 @@ import type { Config } from './config.js'
 import { errorResponse } from './error-response.js'
 import configPlugin from './plugins/config.js'
 import errorHandler from './plugins/error-handler.js'
+import redis from './plugins/redis.js'
+import telemetry from './plugins/telemetry.js'
 import upstream from './plugins/upstream.js'
 import cache from './plugins/cache.js'
 import healthRoutes from './routes/health.js'
@@ -36,6 +38,8 @@ export async function buildApp ({ config, logger }: AppOptions): Promise<Fastify
 
   await app.register(configPlugin, { config })
   await app.register(errorHandler)
+  await app.register(telemetry)
+  await app.register(redis)
   await app.register(upstream)
   await app.register(cache)
   await app.register(healthRoutes)
