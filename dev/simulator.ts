@@ -35,6 +35,8 @@ export type Fault =
   | { kind: 'wrong-shape' }
   | { kind: 'oversized', bytes: number }
   | { kind: 'hang' }
+  /** Answers 200 at once, then sends the body a byte at a time, never finishing: only a total timeout ends it. */
+  | { kind: 'trickle' }
   | { kind: 'reset' }
 
 export interface SimulatorStats {
@@ -45,6 +47,8 @@ export interface SimulatorStats {
   dataCalls: number
   rejectedTokens: number
   expiredTokensSeen: number
+  /** Responses whose connection closed before they were complete: the client gave up (or a reset fault). */
+  abortedResponses: number
   lastTokenRequest?: Record<string, unknown>
   lastAuthorization?: string
   lastPath?: string
@@ -77,6 +81,7 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
   const stats = freshStats()
 
   const server = createServer((req, res) => {
+    res.once('close', () => { if (!res.writableFinished) stats.abortedResponses++ })
     handle(req, res).catch(() => {
       if (!res.headersSent) res.writeHead(500)
       res.end()
@@ -204,7 +209,7 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
 }
 
 function freshStats (): SimulatorStats {
-  return { tokensIssued: 0, tokenRequests: 0, calls: new Map(), dataCalls: 0, rejectedTokens: 0, expiredTokensSeen: 0 }
+  return { tokensIssued: 0, tokenRequests: 0, calls: new Map(), dataCalls: 0, rejectedTokens: 0, expiredTokensSeen: 0, abortedResponses: 0 }
 }
 
 function matchRoute (path: string): { kind: 'profile' | 'timeline' | 'user', username: string } | undefined {
@@ -240,6 +245,13 @@ async function applyFault (res: ServerResponse, fault: Fault): Promise<void> {
       await sleep(60_000, undefined, { ref: false })
       res.end()
       return
+    case 'trickle': {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.write('{"user":')
+      const drip = setInterval(() => res.write(' '), 20)
+      res.once('close', () => clearInterval(drip))
+      return
+    }
     case 'reset':
       res.socket?.destroy()
   }

@@ -2,19 +2,33 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOpt
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
 import { errorResponse } from './error-response.js'
+import { loggerOptions, OneLinePerRequest, requestId } from './logging.js'
 import configPlugin from './plugins/config.js'
 import errorHandler from './plugins/error-handler.js'
 import redis from './plugins/redis.js'
 import telemetry from './plugins/telemetry.js'
+import requestIdHeader from './plugins/request-id.js'
+import gracefulClose from './plugins/graceful-close.js'
+import securityHeaders from './plugins/security-headers.js'
+import cors from './plugins/cors.js'
+import loadShedding, { type LoadSheddingOptions } from './plugins/load-shedding.js'
+import rateLimit from './plugins/rate-limit.js'
+import docs from './plugins/docs.js'
+import metricsRoute from './routes/metrics.js'
 import upstream from './plugins/upstream.js'
 import cache from './plugins/cache.js'
 import healthRoutes from './routes/health.js'
 import profileRoutes from './routes/profiles.js'
+import adminRoutes from './routes/admin.js'
 
 export interface AppOptions {
   config: Config
   /** Pino options, or a logger instance; default: the config's LOG_LEVEL on stdout. */
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance']
+  /** The cache's clock (tests move it to age entries); default Date.now. */
+  now?: () => number
+  /** Load shedding thresholds; default: plugins/load-shedding.ts's (tests force pressure with them). */
+  loadShedding?: LoadSheddingOptions
 }
 
 /**
@@ -24,9 +38,14 @@ export interface AppOptions {
 const MAX_USERNAME_URL_CHARS = 128 * 4 * 3
 
 /** Builds the whole service without listening: `server.ts` listens, tests `inject`. */
-export async function buildApp ({ config, logger }: AppOptions): Promise<FastifyInstance> {
+export async function buildApp ({ config, logger, now, loadShedding: sheddingOptions = {} }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    ...(isLoggerInstance(logger) ? { loggerInstance: logger } : { logger: logger ?? { level: config.LOG_LEVEL } }),
+    ...(isLoggerInstance(logger) ? { loggerInstance: logger } : { logger: logger ?? loggerOptions(config.LOG_LEVEL) }),
+    logController: new OneLinePerRequest(),
+    genReqId: requestId,
+    // While closing, requests already on an open connection are still served (with Connection: close)
+    // rather than refused with a body outside the contract; /readyz answers 503 meanwhile.
+    return503OnClosing: false,
     routerOptions: { maxParamLength: MAX_USERNAME_URL_CHARS, ignoreTrailingSlash: false },
     trustProxy: config.TRUST_PROXY,
     // A malformed URL (bad percent-encoding) is answered before any route, hence before the error handler.
@@ -39,11 +58,21 @@ export async function buildApp ({ config, logger }: AppOptions): Promise<Fastify
   await app.register(configPlugin, { config })
   await app.register(errorHandler)
   await app.register(telemetry)
+  await app.register(requestIdHeader)
+  await app.register(gracefulClose)
   await app.register(redis)
   await app.register(upstream)
-  await app.register(cache)
+  await app.register(cache, { now })
+  // Protection and docs before the routes: their onRoute hooks see only routes registered after them.
+  await app.register(securityHeaders)
+  await app.register(cors)
+  await app.register(loadShedding, sheddingOptions)
+  await app.register(rateLimit)
+  await app.register(docs)
+  await app.register(metricsRoute)
   await app.register(healthRoutes)
   await app.register(profileRoutes)
+  await app.register(adminRoutes)
   await app.ready()
   return app
 }

@@ -28,6 +28,7 @@ export const ConfigSchema = Type.Object({
   AUTH_SCHEME: Type.String({ default: 'Bearer', description: 'prefix of the Authorization value (empty: the bare token)' }),
   TOKEN_DEFAULT_TTL_SECONDS: Type.Integer({ minimum: 1, default: 3600, description: 'token lifetime assumed when the answer has no `expires_in`' }),
   REDIS_URL: Type.Optional(Type.String({ format: 'redis-url', description: 'e.g. `redis://127.0.0.1:6379/0`; unset: an in-process cache' })),
+  REDIS_CLUSTER: Type.Boolean({ default: false, description: '`true`: `REDIS_URL` names one seed node of a Redis Cluster' }),
   CACHE_KEY_PREFIX: Type.String({ default: 'pbff:', description: 'prefix of every Redis key' }),
   PROFILE_TTL_SECONDS: Seconds(300, 'a cached profile is fresh this long'),
   TIMELINE_TTL_SECONDS: Seconds(60, 'a cached timeline is fresh this long'),
@@ -38,6 +39,7 @@ export const ConfigSchema = Type.Object({
   RATE_LIMIT_PER_MINUTE: Type.Integer({ minimum: 0, default: 600, description: 'per client address; `0` turns it off' }),
   CORS_ORIGINS: Type.String({ default: '*', description: 'comma-separated allowed origins' }),
   TRUST_PROXY: Type.Boolean({ default: false, description: 'honour `X-Forwarded-For`' }),
+  SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 10000, description: 'on SIGTERM, how long requests in flight may take to finish before the process exits anyway' }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info', description: 'pino level' }

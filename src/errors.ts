@@ -29,7 +29,13 @@ export const UPSTREAM_RATE_LIMITED = createError<[number]>('UPSTREAM_RATE_LIMITE
   'The profile service asks us to slow down: retry in %d s', 503)
 export const UPSTREAM_OVERLOADED = createError('UPSTREAM_OVERLOADED',
   'Too many profile lookups are waiting: retry shortly', 503)
+export const SERVICE_OVERLOADED = createError<[number]>('SERVICE_OVERLOADED',
+  'The service is under too much load: retry in %d s', 503)
+export const SHUTTING_DOWN = createError('SHUTTING_DOWN', 'The service is shutting down', 503)
 export const UNAUTHORIZED = createError('UNAUTHORIZED', 'A valid admin bearer token is required', 401)
+
+// The shared cache
+export const CACHE_UNAVAILABLE = createError<[string, Cause?]>('CACHE_UNAVAILABLE', 'The shared cache is unreachable: %s', 503)
 
 // Anything unexpected: the details go to the log only.
 export const INTERNAL_ERROR = createError('INTERNAL_ERROR', 'Internal server error', 500)

@@ -1,23 +1,27 @@
 import { createEntry, type CacheEntry, type Freshness } from './cache/cache-entry.js'
-import { cacheKey, type EntryKind } from './cache/keys.js'
+import { cacheKey, ENTRY_KINDS, type EntryKind } from './cache/keys.js'
 import type { Served, SwrCache } from './cache/swr-cache.js'
 import type { ProfileField } from './schemas/profile.js'
 import type { UpstreamAnswer, UpstreamClient } from './upstream/upstream-client.js'
 
 export interface LookupsOptions {
-  cache: SwrCache
+  cache: Pick<SwrCache, 'get' | 'markStale'>
   upstream: Pick<UpstreamClient, 'profile' | 'timeline'>
   keyPrefix: string
   profile: Freshness
   timeline: Freshness
   notFound: Freshness
   now?: () => number
+  /** For the freshness jitter (tests pin it). */
+  random?: () => number
 }
 
 /** A field query answered from a cached profile: the one-key body and the entry it came from. */
 export interface FieldServed extends Served {
   fieldBody: string
 }
+
+type User = Record<ProfileField, string>
 
 /**
  * What the routes ask for, in their terms: a member's profile, timeline or one field, served through the
@@ -26,10 +30,14 @@ export interface FieldServed extends Served {
 export class Lookups {
   readonly #options: LookupsOptions
   readonly #now: () => number
+  readonly #random: () => number
+  /** A profile entry's parsed `user`, so that field queries on a held entry parse it once. */
+  readonly #users = new WeakMap<CacheEntry, User>()
 
   constructor (options: LookupsOptions) {
     this.#options = options
     this.#now = options.now ?? Date.now
+    this.#random = options.random ?? Math.random
   }
 
   async profile (username: string): Promise<Served> {
@@ -44,18 +52,31 @@ export class Lookups {
   async field (username: string, field: ProfileField): Promise<FieldServed> {
     const served = await this.profile(username)
     if (served.entry.status !== 200) return { ...served, fieldBody: '' }
-    const { user } = JSON.parse(served.entry.body) as { user: Record<ProfileField, string> }
-    return { ...served, fieldBody: JSON.stringify({ [field]: user[field] }) }
+    return { ...served, fieldBody: JSON.stringify({ [field]: this.#userOf(served.entry)[field] }) }
+  }
+
+  /** Admin purge: the member's profile and timeline entries (negative ones too) become stale. */
+  async purge (username: string): Promise<number> {
+    return await this.#options.cache.markStale(ENTRY_KINDS.map((kind) => cacheKey(this.#options.keyPrefix, kind, username)))
   }
 
   async #get (kind: EntryKind, username: string, fetch: () => Promise<UpstreamAnswer<unknown>>): Promise<Served> {
     const key = cacheKey(this.#options.keyPrefix, kind, username)
-    return await this.#options.cache.get(key, async (): Promise<CacheEntry> => {
+    return await this.#options.cache.get(key, kind, async (): Promise<CacheEntry> => {
       const answer = await fetch()
       const now = this.#now()
       return answer.found
-        ? createEntry(200, JSON.stringify(answer.body), now, this.#options[kind])
-        : createEntry(404, '', now, this.#options.notFound)
+        ? createEntry(200, JSON.stringify(answer.body), now, this.#options[kind], this.#random)
+        : createEntry(404, '', now, this.#options.notFound, this.#random)
     })
+  }
+
+  #userOf (entry: CacheEntry): User {
+    let user = this.#users.get(entry)
+    if (user === undefined) {
+      user = (JSON.parse(entry.body) as { user: User }).user
+      this.#users.set(entry, user)
+    }
+    return user
   }
 }

@@ -6,9 +6,11 @@ export type UpstreamOutcome =
 
 export type Resource = 'profile' | 'timeline'
 
+export type BreakerState = 'closed' | 'open' | 'half_open'
+
 /**
  * The events operators watch, reported by the logic classes (token manager, upstream client, cache)
- * without knowing how they are exported. The metrics plugin implements it with prom-client;
+ * without knowing how they are exported. The telemetry plugin implements it with prom-client (src/metrics.ts);
  * `noTelemetry` serves unit tests and anything built without an app.
  */
 export interface Telemetry {
@@ -18,8 +20,9 @@ export interface Telemetry {
   cacheResult: (resource: Resource, state: CacheState) => void
   /** A caller that waited for a load another caller (or instance) had already started. */
   coalescedWaiter: (resource: Resource) => void
+  /** Whether the upstream's back-off window (429 Retry-After) is in force. */
   backoff: (active: boolean) => void
-  breaker: (state: 'closed' | 'open' | 'half_open') => void
+  breaker: (state: BreakerState) => void
 }
 
 const ignore = (): void => {}

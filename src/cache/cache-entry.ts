@@ -20,9 +20,23 @@ export interface Freshness {
   staleMs: number
 }
 
-export function createEntry (status: 200 | 404, body: string, now: number, { freshMs, staleMs }: Freshness): CacheEntry {
+/**
+ * Freshness is shortened by up to this share, at random, so that entries filled together (a page
+ * listing many members, a deploy) do not all expire together. Only ever shorter: `max-age` never
+ * exceeds the configured TTL.
+ */
+export const FRESHNESS_JITTER = 0.1
+
+export function createEntry (
+  status: 200 | 404,
+  body: string,
+  now: number,
+  { freshMs, staleMs }: Freshness,
+  random: () => number = Math.random
+): CacheEntry {
   const etag = `"${createHash('sha1').update(body).digest('base64url')}"`
-  return { status, body, etag, storedAt: now, freshUntil: now + freshMs, staleUntil: now + freshMs + staleMs }
+  const fresh = freshMs - Math.floor(freshMs * FRESHNESS_JITTER * random())
+  return { status, body, etag, storedAt: now, freshUntil: now + fresh, staleUntil: now + fresh + staleMs }
 }
 
 export function isFresh (entry: CacheEntry, now: number): boolean {
@@ -31,4 +45,19 @@ export function isFresh (entry: CacheEntry, now: number): boolean {
 
 export function isServable (entry: CacheEntry, now: number): boolean {
   return now < entry.staleUntil
+}
+
+/** A purged entry: stale from `now` on, still servable for the rest of its stale window. */
+export function markedStale (entry: CacheEntry, now: number): CacheEntry {
+  return entry.freshUntil <= now ? entry : { ...entry, freshUntil: now }
+}
+
+/** Whether two entries are the same fill (a purge changes `freshUntil`, not the version). */
+export function sameVersion (a: CacheEntry, b: CacheEntry | undefined): boolean {
+  return b !== undefined && a.storedAt === b.storedAt && a.etag === b.etag
+}
+
+/** Rough memory cost of an entry, for the in-process stores' byte bounds. */
+export function entrySize (entry: CacheEntry): number {
+  return entry.body.length + entry.etag.length + 64
 }

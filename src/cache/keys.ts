@@ -5,6 +5,8 @@ export const SCHEMA_VERSION = 'v1'
 
 export type EntryKind = 'profile' | 'timeline'
 
+export const ENTRY_KINDS: readonly EntryKind[] = ['profile', 'timeline']
+
 /**
  * `<prefix>v1:{<username>}:<kind>`. The braces are a Redis Cluster hash tag: one username's entries
  * and locks land on one shard. The username is percent-encoded so that no character of it (a brace, a
@@ -12,4 +14,14 @@ export type EntryKind = 'profile' | 'timeline'
  */
 export function cacheKey (prefix: string, kind: EntryKind, username: string): string {
   return `${prefix}${SCHEMA_VERSION}:{${encodeURIComponent(username)}}:${kind}`
+}
+
+/** The lock of one entry's load: same hash tag, so the same shard as the entry. */
+export function lockKey (key: string): string {
+  return `${key}:lock`
+}
+
+/** The pub/sub channel on which the instances of one deployment tell each other about entries. */
+export function eventsChannel (prefix: string): string {
+  return `${prefix}${SCHEMA_VERSION}:events`
 }

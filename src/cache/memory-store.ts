@@ -1,19 +1,27 @@
-import type { CacheEntry } from './cache-entry.js'
+import { entrySize, markedStale, type CacheEntry } from './cache-entry.js'
+import { BoundedMap } from './bounded-map.js'
 import type { CacheStore } from './store.js'
 
 export const DEFAULT_MAX_ENTRIES = 10_000
+/** Counted as string lengths plus a little per entry: an approximation of the heap it takes. */
+export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+export interface MemoryStoreOptions {
+  maxEntries?: number
+  maxBytes?: number
+  now?: () => number
+}
 
 /**
- * The embedded default: a bounded map in this process. A Map keeps insertion order, so re-inserting on
- * every read makes the first key the least recently used one, which is the one evicted.
+ * The embedded default, for a single instance: a bounded map in this process (least recently used
+ * entries go first), each entry forgotten when it can no longer be served.
  */
 export class MemoryStore implements CacheStore {
-  readonly #entries = new Map<string, CacheEntry>()
-  readonly #maxEntries: number
+  readonly #entries: BoundedMap<CacheEntry>
   readonly #now: () => number
 
-  constructor ({ maxEntries = DEFAULT_MAX_ENTRIES, now = Date.now }: { maxEntries?: number, now?: () => number } = {}) {
-    this.#maxEntries = maxEntries
+  constructor ({ maxEntries = DEFAULT_MAX_ENTRIES, maxBytes = DEFAULT_MAX_BYTES, now = Date.now }: MemoryStoreOptions = {}) {
+    this.#entries = new BoundedMap({ maxEntries, maxBytes, sizeOf: entrySize })
     this.#now = now
   }
 
@@ -21,22 +29,30 @@ export class MemoryStore implements CacheStore {
     return this.#entries.size
   }
 
-  async get (key: string): Promise<CacheEntry | undefined> {
-    const entry = this.#entries.get(key)
-    if (entry === undefined) return undefined
-    this.#entries.delete(key)
-    if (entry.staleUntil <= this.#now()) return undefined
-    this.#entries.set(key, entry)
-    return entry
+  get bytes (): number {
+    return this.#entries.bytes
   }
 
-  async set (key: string, entry: CacheEntry): Promise<void> {
-    this.#entries.delete(key)
-    this.#entries.set(key, entry)
-    if (this.#entries.size > this.#maxEntries) {
-      const oldest = this.#entries.keys().next().value
-      if (oldest !== undefined) this.#entries.delete(oldest)
+  async get (key: string): Promise<CacheEntry | undefined> {
+    return this.#entries.get(key, this.#now())
+  }
+
+  async set (key: string, entry: CacheEntry): Promise<boolean> {
+    const current = this.#entries.peek(key)
+    if (current !== undefined && current.storedAt > entry.storedAt) return false
+    this.#entries.set(key, entry, entry.staleUntil)
+    return true
+  }
+
+  async markStale (keys: readonly string[], now: number): Promise<number> {
+    let found = 0
+    for (const key of keys) {
+      const entry = this.#entries.get(key, now)
+      if (entry === undefined) continue
+      this.#entries.set(key, markedStale(entry, now), entry.staleUntil)
+      found++
     }
+    return found
   }
 
   async close (): Promise<void> {

@@ -1,9 +1,17 @@
 import type { CacheEntry } from './cache-entry.js'
 
-/** Where entries live: Redis, or a bounded map in this process. Keys arrive fully built. */
+/**
+ * Where entries live: Redis (with an in-process tier in front), or a bounded map in this process. Keys
+ * arrive fully built. A store that cannot be reached rejects: the cache then answers BYPASS.
+ */
 export interface CacheStore {
   get: (key: string) => Promise<CacheEntry | undefined>
-  /** Stores `entry` until its `staleUntil`. */
-  set: (key: string, entry: CacheEntry) => Promise<void>
+  /**
+   * Stores `entry` until its `staleUntil`, unless a newer fill of the key is already stored (instances
+   * may finish loads out of order); resolves to whether it was stored.
+   */
+  set: (key: string, entry: CacheEntry) => Promise<boolean>
+  /** Makes the entries stale as of `now` (they stay servable while revalidating); resolves to how many exist. */
+  markStale: (keys: readonly string[], now: number) => Promise<number>
   close: () => Promise<void>
 }

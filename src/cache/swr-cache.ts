@@ -1,60 +1,135 @@
-import { isFresh, isServable, type CacheEntry } from './cache-entry.js'
+import { isFresh, isServable, sameVersion, type CacheEntry } from './cache-entry.js'
+import type { Claim } from './redis-coalescer.js'
 import type { CacheStore } from './store.js'
+import { noTelemetry, type Resource, type Telemetry } from '../telemetry.js'
 
 export type CacheState = 'HIT' | 'MISS' | 'STALE' | 'BYPASS'
 
 export interface Served {
   entry: CacheEntry
   state: CacheState
+  /** When the cache decided: what is left of freshness, and the entry's age, count from here. */
+  at: number
 }
+
+/** Where a cache failure happened: a background revalidation, or the store (read, write, purge). */
+export type CacheFailure = 'revalidate' | 'store'
 
 export interface SwrCacheOptions {
   store: CacheStore
+  /** Coordinates loads with the other instances sharing the store; absent for the in-process store. */
+  coalescer?: { claim: (key: string) => Promise<Claim | undefined> }
   now?: () => number
-  /** Background revalidations fail without a caller to tell: they are reported here. */
-  onBackgroundError: (error: unknown, key: string) => void
+  telemetry?: Pick<Telemetry, 'cacheResult' | 'coalescedWaiter'>
+  /** Failures without a caller to tell: a revalidation in the background, a store that is away. */
+  onError: (error: unknown, key: string, failure: CacheFailure) => void
 }
 
 /**
- * Stale-while-revalidate over a store. Fresh entries are served; stale ones are served at once and
- * refreshed in the background, once per key; misses load through one shared promise per key, so
- * concurrent callers cost one upstream call. A failed load never replaces a good entry.
+ * Stale-while-revalidate over a store. Fresh entries are served (HIT); stale ones are served at once
+ * (STALE) and refreshed in the background, once; misses are loaded (MISS). Loads of one key are shared
+ * by every caller in this process and, through the coalescer, by every instance. A failed load never
+ * touches a stored entry. When the store cannot be read, the answer comes straight from the load
+ * (BYPASS), still shared in this process.
  */
 export class SwrCache {
   readonly #store: CacheStore
+  readonly #coalescer: SwrCacheOptions['coalescer']
   readonly #now: () => number
-  readonly #onBackgroundError: SwrCacheOptions['onBackgroundError']
+  readonly #telemetry: NonNullable<SwrCacheOptions['telemetry']>
+  readonly #onError: SwrCacheOptions['onError']
   readonly #inFlight = new Map<string, Promise<CacheEntry>>()
 
   constructor (options: SwrCacheOptions) {
     this.#store = options.store
+    this.#coalescer = options.coalescer
     this.#now = options.now ?? Date.now
-    this.#onBackgroundError = options.onBackgroundError
+    this.#telemetry = options.telemetry ?? noTelemetry
+    this.#onError = options.onError
   }
 
-  async get (key: string, load: () => Promise<CacheEntry>): Promise<Served> {
-    const cached = await this.#store.get(key)
+  async get (key: string, resource: Resource, load: () => Promise<CacheEntry>): Promise<Served> {
+    const served = await this.#serve(key, resource, load)
+    this.#telemetry.cacheResult(resource, served.state)
+    return served
+  }
+
+  /** Purge: the entries become stale everywhere, so the next read serves them and revalidates once. */
+  async markStale (keys: readonly string[]): Promise<number> {
+    return await this.#store.markStale(keys, this.#now())
+  }
+
+  async #serve (key: string, resource: Resource, load: () => Promise<CacheEntry>): Promise<Served> {
+    let cached: CacheEntry | undefined
+    try {
+      cached = await this.#store.get(key)
+    } catch (error) {
+      this.#onError(error, key, 'store')
+      const entry = await this.#load(key, resource, undefined, load)
+      return { entry, state: 'BYPASS', at: this.#now() }
+    }
     const now = this.#now()
-    if (cached !== undefined && isFresh(cached, now)) return { entry: cached, state: 'HIT' }
+    if (cached !== undefined && isFresh(cached, now)) return { entry: cached, state: 'HIT', at: now }
     if (cached !== undefined && isServable(cached, now)) {
-      this.#load(key, load).catch((error: unknown) => this.#onBackgroundError(error, key))
-      return { entry: cached, state: 'STALE' }
+      if (!this.#inFlight.has(key)) {
+        this.#load(key, resource, cached, load).catch((error: unknown) => this.#onError(error, key, 'revalidate'))
+      }
+      return { entry: cached, state: 'STALE', at: now }
     }
-    return { entry: await this.#load(key, load), state: 'MISS' }
+    const entry = await this.#load(key, resource, undefined, load)
+    return { entry, state: 'MISS', at: this.#now() }
   }
 
-  #load (key: string, load: () => Promise<CacheEntry>): Promise<CacheEntry> {
-    let pending = this.#inFlight.get(key)
-    if (pending === undefined) {
-      pending = this.#loadAndStore(key, load).finally(() => this.#inFlight.delete(key))
-      this.#inFlight.set(key, pending)
+  /** One load per key at a time in this process: later callers wait for the first one's. */
+  async #load (key: string, resource: Resource, seen: CacheEntry | undefined, load: () => Promise<CacheEntry>): Promise<CacheEntry> {
+    const pending = this.#inFlight.get(key)
+    if (pending !== undefined) {
+      this.#telemetry.coalescedWaiter(resource)
+      return await pending
     }
-    return pending
+    const started = this.#loadShared(key, resource, seen, load).finally(() => this.#inFlight.delete(key))
+    this.#inFlight.set(key, started)
+    return await started
+  }
+
+  /**
+   * One load per key across instances. `seen` is what this instance found (a stale entry or nothing):
+   * a fresh entry, or another version, in the store means another instance has loaded it meanwhile.
+   */
+  async #loadShared (key: string, resource: Resource, seen: CacheEntry | undefined, load: () => Promise<CacheEntry>): Promise<CacheEntry> {
+    const claim = await this.#coalescer?.claim(key)
+    if (claim === undefined) return await this.#loadAndStore(key, load)
+    if (claim.owner) {
+      try {
+        // The previous owner may have finished between our read and our lock.
+        return await this.#loadedElsewhere(key, seen) ?? await this.#loadAndStore(key, load)
+      } finally {
+        // Callers need not wait for the release: it reports its own failures, and the lock expires anyway.
+        claim.release().catch(() => {})
+      }
+    }
+    this.#telemetry.coalescedWaiter(resource)
+    await claim.settled
+    return await this.#loadedElsewhere(key, seen) ?? await this.#loadAndStore(key, load)
+  }
+
+  async #loadedElsewhere (key: string, seen: CacheEntry | undefined): Promise<CacheEntry | undefined> {
+    let current: CacheEntry | undefined
+    try {
+      current = await this.#store.get(key)
+    } catch (error) {
+      this.#onError(error, key, 'store')
+      return undefined
+    }
+    const now = this.#now()
+    if (current === undefined || !isServable(current, now)) return undefined
+    return isFresh(current, now) || !sameVersion(current, seen) ? current : undefined
   }
 
   async #loadAndStore (key: string, load: () => Promise<CacheEntry>): Promise<CacheEntry> {
     const entry = await load()
-    await this.#store.set(key, entry)
+    // A store that is away costs the cache, never the caller.
+    await this.#store.set(key, entry).catch((error: unknown) => this.#onError(error, key, 'store'))
     return entry
   }
 }

@@ -13,7 +13,8 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
 
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const body = errorResponse(error)
-    if (body.statusCode >= 500 && !body.code.startsWith('UPSTREAM_')) {
+    // Load shedding is expected under load: a warn, not one error line per refused request.
+    if (body.statusCode >= 500 && !body.code.startsWith('UPSTREAM_') && body.code !== 'SERVICE_OVERLOADED') {
       request.log.error({ err: error }, 'request failed')
     } else if (body.statusCode >= 500 || body.statusCode === 429) {
       request.log.warn({ err: error }, body.message)

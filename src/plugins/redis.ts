@@ -1,11 +1,17 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { Redis } from 'ioredis'
+import { Cluster, Redis } from 'ioredis'
+
+/** A single Redis or a Redis Cluster: both speak the commands the service uses, and both have `status`. */
+export type RedisClient = Redis | Cluster
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The shared Redis client, or undefined when REDIS_URL is unset (in-process cache). */
-    redis: Redis | undefined
+    /**
+     * The shared Redis client, or undefined when REDIS_URL is unset (in-process cache).
+     * `app.redis?.status === 'ready'` tells whether Redis is up, for a single Redis and a Cluster alike.
+     */
+    redis: RedisClient | undefined
   }
 }
 
@@ -22,6 +28,34 @@ export const REDIS_OPTIONS = {
   retryStrategy: (attempt: number) => Math.min(attempt * 200, 2_000)
 } as const
 
+/**
+ * With REDIS_CLUSTER, REDIS_URL names one seed node: the client discovers the others. The same
+ * fail-fast options apply (per node where the Cluster client takes them per node), and the credentials
+ * and TLS of the URL are used for every node. A cluster has no databases, so a `/db` path is ignored.
+ */
+export function createRedisClient (url: string, cluster: boolean): RedisClient {
+  if (!cluster) return new Redis(url, REDIS_OPTIONS)
+  const seed = new URL(url)
+  const { retryStrategy, enableOfflineQueue, enableAutoPipelining, ...nodeOptions } = REDIS_OPTIONS
+  return new Cluster([{ host: seed.hostname.replace(/^\[|\]$/g, ''), port: Number(seed.port || 6379) }], {
+    enableOfflineQueue,
+    enableAutoPipelining,
+    clusterRetryStrategy: retryStrategy,
+    slotsRefreshTimeout: nodeOptions.connectTimeout,
+    redisOptions: {
+      ...nodeOptions,
+      ...(seed.username !== '' && { username: decodeURIComponent(seed.username) }),
+      ...(seed.password !== '' && { password: decodeURIComponent(seed.password) }),
+      ...(seed.protocol === 'rediss:' && { tls: {} })
+    }
+  })
+}
+
+/** A second connection with the same settings (a subscriber cannot send ordinary commands). */
+export function duplicateRedisClient (client: RedisClient): RedisClient {
+  return client instanceof Cluster ? client.duplicate() : client.duplicate()
+}
+
 /** Owns the Redis client's life: created with the app (start-up never waits for Redis), quit with it. */
 async function redis (app: FastifyInstance): Promise<void> {
   const url = app.config.REDIS_URL
@@ -29,10 +63,10 @@ async function redis (app: FastifyInstance): Promise<void> {
     app.decorate('redis', undefined)
     return
   }
-  const client = new Redis(url, REDIS_OPTIONS)
+  const client = createRedisClient(url, app.config.REDIS_CLUSTER)
   // Without a listener ioredis reports connection errors as unhandled; they are expected during an outage.
-  client.on('error', (err) => app.log.debug({ err }, 'redis connection error'))
-  app.decorate('redis', client)
+  client.on('error', (err: unknown) => app.log.debug({ err }, 'redis connection error'))
+  app.decorate<RedisClient>('redis', client)
   app.addHook('onClose', async () => {
     await client.quit().catch(() => client.disconnect())
   })

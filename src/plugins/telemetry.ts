@@ -1,16 +1,32 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { noTelemetry, type Telemetry } from '../telemetry.js'
+import { PrometheusTelemetry } from '../metrics.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    telemetry: Telemetry
+    /** Where the logic classes report what operators watch (the `Telemetry` seam), rendered at /metrics. */
+    telemetry: PrometheusTelemetry
   }
 }
 
-/** Where the logic classes report what operators watch (see src/telemetry.ts). */
+/** Label of requests no route matched: one series for all of them, whatever URL was asked. */
+export const UNMATCHED_ROUTE = 'unmatched'
+
+/** Builds the app's metrics (a registry of its own) and counts every answered request. */
 async function telemetry (app: FastifyInstance): Promise<void> {
-  app.decorate('telemetry', noTelemetry)
+  const metrics = new PrometheusTelemetry()
+  app.decorate('telemetry', metrics)
+  app.addHook('onResponse', (request, reply, done) => {
+    const xCache = reply.getHeader('x-cache')
+    metrics.observeRequest({
+      method: request.method,
+      route: request.routeOptions.url ?? UNMATCHED_ROUTE,
+      status: reply.statusCode,
+      seconds: reply.elapsedTime / 1000,
+      ...(typeof xCache === 'string' && { xCache })
+    })
+    done()
+  })
 }
 
 export default fp(telemetry, { name: 'telemetry' })

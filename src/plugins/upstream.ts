@@ -1,7 +1,14 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { Pool } from 'undici'
+import { BackoffWindow } from '../upstream/backoff-window.js'
+import { CircuitBreaker } from '../upstream/circuit-breaker.js'
+import { ConcurrencyLimiter } from '../upstream/concurrency-limiter.js'
+import { SharedWindow } from '../upstream/shared-window.js'
+import { TokenCipher } from '../upstream/token-cipher.js'
+import { TokenEndpoint } from '../upstream/token-endpoint.js'
 import { TokenManager } from '../upstream/token-manager.js'
+import { RedisTokenStore } from '../upstream/token-store.js'
 import { UpstreamClient } from '../upstream/upstream-client.js'
 
 declare module 'fastify' {
@@ -13,46 +20,78 @@ declare module 'fastify' {
 
 /** Bodies above this are refused: a profile or a timeline is a few KiB. */
 export const MAX_UPSTREAM_BODY_BYTES = 1024 * 1024
+/** Calls waiting for a slot, per slot: a burst of distinct usernames waits, a stalled upstream does not pile up. */
+export const QUEUE_PER_SLOT = 8
+/** Failures in a row that open the circuit, and how long it stays open before a probe. */
+export const BREAKER_FAILURE_THRESHOLD = 5
+export const BREAKER_OPEN_MS = 10_000
+/** An exchange is bounded by UPSTREAM_TIMEOUT_MS; its lock outlives it by this, then frees itself. */
+const LOCK_SLACK_MS = 2_000
 
 /**
- * Builds the way to the upstream: one keep-alive pool per origin (the identity provider may live on
- * another one), the token manager and the typed client. Closes the pools with the app.
+ * Builds the way to the upstream: one keep-alive pool per origin, the token manager (sharing its
+ * token through Redis when there is one) and the typed client with its limiter, back-off window and
+ * circuit breaker. Closes the pools with the app.
  */
 async function upstream (app: FastifyInstance): Promise<void> {
-  const { config } = app
+  const { config, redis, telemetry } = app
   const base = new URL(config.UPSTREAM_BASE_URL)
   const auth = new URL(config.AUTH_URL)
-  const poolOptions = {
-    connections: config.UPSTREAM_MAX_CONCURRENCY,
+  const timeouts = {
     headersTimeout: config.UPSTREAM_TIMEOUT_MS,
     bodyTimeout: config.UPSTREAM_TIMEOUT_MS,
     connect: { timeout: config.UPSTREAM_TIMEOUT_MS },
     maxResponseSize: MAX_UPSTREAM_BODY_BYTES
   }
-  const upstreamPool = new Pool(base.origin, poolOptions)
-  const authPool = auth.origin === base.origin ? upstreamPool : new Pool(auth.origin, { ...poolOptions, connections: 2 })
+  const upstreamPool = new Pool(base.origin, { ...timeouts, connections: config.UPSTREAM_MAX_CONCURRENCY })
+  // Its own pool even on the same origin: an exchange never waits behind data calls for a connection.
+  const authPool = new Pool(auth.origin, { ...timeouts, connections: 2 })
 
+  const prefix = config.CACHE_KEY_PREFIX
+  const tokenLog = app.log.child({ component: 'token-manager' })
+  const lockTtlMs = config.UPSTREAM_TIMEOUT_MS + LOCK_SLACK_MS
   const tokens = new TokenManager({
-    dispatcher: authPool,
-    tokenPath: `${trimSlash(auth.pathname)}/oauth/token`,
-    clientId: config.CLIENT_ID,
-    clientSecret: config.CLIENT_SECRET,
-    audience: config.AUDIENCE ?? config.UPSTREAM_BASE_URL,
-    defaultTtlSeconds: config.TOKEN_DEFAULT_TTL_SECONDS,
-    timeoutMs: config.UPSTREAM_TIMEOUT_MS
+    endpoint: new TokenEndpoint({
+      dispatcher: authPool,
+      tokenPath: `${trimSlash(auth.pathname)}/oauth/token`,
+      clientId: config.CLIENT_ID,
+      clientSecret: config.CLIENT_SECRET,
+      audience: config.AUDIENCE ?? config.UPSTREAM_BASE_URL,
+      defaultTtlSeconds: config.TOKEN_DEFAULT_TTL_SECONDS,
+      timeoutMs: config.UPSTREAM_TIMEOUT_MS
+    }),
+    ...(redis !== undefined && {
+      store: new RedisTokenStore({ redis, cipher: new TokenCipher(config.CLIENT_SECRET), keyPrefix: prefix, lockTtlMs, log: tokenLog })
+    }),
+    telemetry,
+    log: tokenLog,
+    lockWaitMs: 2 * lockTtlMs
   })
+
+  const clientLog = app.log.child({ component: 'upstream-client' })
   const client = new UpstreamClient({
     dispatcher: upstreamPool,
     basePath: trimSlash(base.pathname),
     tokens,
     authScheme: config.AUTH_SCHEME,
-    timeoutMs: config.UPSTREAM_TIMEOUT_MS
+    timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    limiter: new ConcurrencyLimiter({
+      concurrency: config.UPSTREAM_MAX_CONCURRENCY,
+      queueLimit: config.UPSTREAM_MAX_CONCURRENCY * QUEUE_PER_SLOT
+    }),
+    breaker: new CircuitBreaker({ failureThreshold: BREAKER_FAILURE_THRESHOLD, openMs: BREAKER_OPEN_MS, telemetry }),
+    backoff: new BackoffWindow({
+      ...(redis !== undefined && { shared: new SharedWindow(redis, `${prefix}upstream:backoff`, clientLog) }),
+      telemetry
+    }),
+    telemetry,
+    log: clientLog
   })
 
   app.decorate('tokens', tokens)
   app.decorate('upstream', client)
   app.addHook('onClose', async () => {
-    await Promise.all([upstreamPool.close(), authPool === upstreamPool ? undefined : authPool.close()])
+    await Promise.all([upstreamPool.close(), authPool.close()])
   })
 }
 
@@ -60,4 +99,4 @@ function trimSlash (path: string): string {
   return path.replace(/\/+$/, '')
 }
 
-export default fp(upstream, { name: 'upstream', dependencies: ['config'] })
+export default fp(upstream, { name: 'upstream', dependencies: ['config', 'telemetry', 'redis'] })

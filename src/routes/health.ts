@@ -1,5 +1,33 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Type } from '@sinclair/typebox'
+import { Type, type Static } from '@sinclair/typebox'
+import { errorResponse } from '../error-response.js'
+import { SHUTTING_DOWN } from '../errors.js'
+import { ErrorResponse } from '../schemas/common.js'
+
+const Literals = <T extends string>(values: readonly T[], description: string) =>
+  Type.Union(values.map((value) => Type.Literal(value)), { description })
+
+export const ReadinessBody = Type.Object({
+  status: Literals(['ready', 'degraded', 'unavailable'], 'ready: all well; degraded: still serving (see the other fields); unavailable: shutting down'),
+  redis: Literals(['up', 'down', 'not_configured'], 'the shared cache (not_configured: REDIS_URL unset, in-process cache)'),
+  token: Literals(['none', 'held', 'renewing', 'failing'], 'the upstream access token (none: not needed yet)'),
+  breaker: Literals(['closed', 'open', 'half_open'], 'the upstream circuit breaker')
+}, { examples: [{ status: 'degraded', redis: 'down', token: 'held', breaker: 'closed' }] })
+export type Readiness = Static<typeof ReadinessBody>
+
+type Checks = Omit<Readiness, 'status'>
+
+/**
+ * Degraded (still 200) when Redis is down, the token cannot be renewed or the breaker is not closed:
+ * the instance still serves what it has cached and stale, so taking it out of the load balancer would
+ * only turn a partial outage into a total one (every instance shares the same Redis and upstream).
+ * Unavailable (503) only while the instance shuts down, so that the load balancer drains it.
+ */
+export function readiness (checks: Checks, closing: boolean): Readiness {
+  if (closing) return { status: 'unavailable', ...checks }
+  const healthy = checks.redis !== 'down' && checks.token !== 'failing' && checks.breaker === 'closed'
+  return { status: healthy ? 'ready' : 'degraded', ...checks }
+}
 
 /** Liveness and readiness, for orchestrators and load balancers. */
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -10,10 +38,27 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/readyz', {
     schema: {
       tags: ['operations'],
-      summary: 'Readiness: 200 while the service can serve',
-      response: { 200: Type.Object({ status: Type.Union([Type.Literal('ready'), Type.Literal('degraded')]) }) }
+      summary: 'Readiness: 200 while the instance can serve (ready or degraded), 503 while it shuts down',
+      response: {
+        200: ReadinessBody,
+        // The state only while shutting down: shedding load answers the plain error (SERVICE_OVERLOADED).
+        503: Type.Composite([ErrorResponse, Type.Partial(ReadinessBody)], {
+          description: '`SHUTTING_DOWN`, with the state; or `SERVICE_OVERLOADED` (load shedding)',
+          examples: [{ ...errorResponse(new SHUTTING_DOWN()), status: 'unavailable', redis: 'up', token: 'held', breaker: 'closed' }]
+        })
+      }
     }
-  }, async () => ({ status: 'ready' as const }))
+  }, async (_request, reply) => {
+    reply.header('cache-control', 'no-store')
+    const report = readiness({
+      redis: app.redis === undefined ? 'not_configured' : app.redis.status === 'ready' ? 'up' : 'down',
+      token: app.tokens.state,
+      breaker: app.upstream.breakerState
+    }, app.closing)
+    if (report.status !== 'unavailable') return report
+    reply.code(503)
+    return { ...errorResponse(new SHUTTING_DOWN()), ...report }
+  })
 }
 
 export default healthRoutes

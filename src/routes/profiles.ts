@@ -1,22 +1,37 @@
+import fastifyCaching, { type AbstractCacheCompliantObject } from '@fastify/caching'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { ErrorResponse, UsernameParams } from '../schemas/common.js'
+import { UsernameParams } from '../schemas/common.js'
+import { fieldErrorResponses, lookupErrorResponses } from '../schemas/error-docs.js'
 import { FIELD_BY_QUERY, FieldQuery, FieldResponse, ProfileResponse, TimelineResponse, type ProfileField } from '../schemas/profile.js'
 import { serveCached } from './serve-cached.js'
 
 const errorResponses = {
   304: Type.Null({ description: 'Not Modified: the caller\'s If-None-Match is current' }),
-  400: ErrorResponse,
-  404: ErrorResponse,
-  429: ErrorResponse,
-  502: ErrorResponse,
-  503: ErrorResponse,
-  504: ErrorResponse
+  ...lookupErrorResponses
 }
+
+/**
+ * @fastify/caching answers 304 in its own onRequest hook for ANY tag it has stored, whatever the URL
+ * and however old the version: after a revalidation or a purge it would confirm a version we no longer
+ * serve, and the request would never reach the cache (no revalidation, no X-Cache). So it is given a
+ * tag store that remembers nothing, and the 304 is decided in serveCached, against the version served
+ * now, after the cache lookup.
+ */
+const NO_TAG_STORE = {
+  get: (_key: unknown, callback?: (error: unknown, result: null) => void) => {
+    if (callback === undefined) return Promise.resolve(null)
+    callback(null, null)
+  },
+  set: (_key: unknown, _value: unknown, _ttl: number, callback?: (error: unknown, result: unknown) => void) => {
+    callback?.(null, undefined)
+  }
+} as AbstractCacheCompliantObject
 
 /** The three data routes: the upstream's own, same paths, same bodies, no credentials. */
 const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { lookups } = app
+  await app.register(fastifyCaching, { cache: NO_TAG_STORE })
 
   app.get('/profile/:username', {
     schema: {
@@ -43,7 +58,7 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags: ['profiles'],
       params: UsernameParams,
       querystring: FieldQuery,
-      response: { 200: FieldResponse, ...errorResponses }
+      response: { 200: FieldResponse, ...errorResponses, ...fieldErrorResponses }
     },
     // Case-insensitive matching: lower-case `query` before the schema checks it against the ten values.
     preValidation: async (request) => {

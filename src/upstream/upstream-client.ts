@@ -1,9 +1,16 @@
-import { errors as undiciErrors, type Dispatcher } from 'undici'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Dispatcher } from 'undici'
 import {
   UPSTREAM_AUTH_FAILED, UPSTREAM_ERROR, UPSTREAM_INVALID_RESPONSE, UPSTREAM_RATE_LIMITED, UPSTREAM_TIMEOUT, withRetryAfter
 } from '../errors.js'
 import { readUpstreamProfile, readUpstreamTimeline, type ProfileResponse, type TimelineResponse } from '../schemas/profile.js'
+import type { BreakerState, Resource, Telemetry, UpstreamOutcome } from '../telemetry.js'
+import type { BackoffWindow } from './backoff-window.js'
+import type { CircuitBreaker } from './circuit-breaker.js'
+import type { ConcurrencyLimiter } from './concurrency-limiter.js'
+import type { UpstreamLog } from './log.js'
 import type { AccessToken, TokenManager } from './token-manager.js'
+import { isConnectionError, isTimeout, isTooLarge } from './transport-errors.js'
 
 /** What a lookup found: the validated body, or that the upstream has no such member. */
 export type UpstreamAnswer<T> = { found: true, body: T } | { found: false }
@@ -15,106 +22,185 @@ export interface UpstreamClientOptions {
   basePath: string
   tokens: Pick<TokenManager, 'getToken' | 'invalidate'>
   authScheme: string
+  /** Covers one request, headers and body. */
   timeoutMs: number
+  limiter: Pick<ConcurrencyLimiter, 'run'>
+  breaker: CircuitBreaker
+  backoff: BackoffWindow
+  telemetry: Pick<Telemetry, 'upstreamCall'>
+  log: UpstreamLog
+  now?: () => number
+  random?: () => number
+  sleep?: (ms: number) => Promise<void>
 }
 
 /** Upper bound for a Retry-After we honour, so a bogus header cannot silence us for days. */
 export const MAX_RETRY_AFTER_SECONDS = 300
 const DEFAULT_RETRY_AFTER_SECONDS = 5
+/** The one retry after a connection error waits this long plus up to as much again, at random. */
+export const CONNECTION_RETRY_DELAY_MS = 100
+
+/** How one call ended: an answer, or the coded error the caller gets. */
+type Call<T> = { outcome: UpstreamOutcome, answer: UpstreamAnswer<T> } | { outcome: UpstreamOutcome, error: Error }
+type Sent = { response: Dispatcher.ResponseData } | { outcome: UpstreamOutcome, error: Error }
+
+/** The outcomes that say the upstream itself is failing, as the circuit breaker counts them. */
+const BREAKER_FAILURES: ReadonlySet<UpstreamOutcome> = new Set(['error', 'timeout'])
 
 /**
- * One typed method per upstream resource. It adds the token, retries once on 401/403 with a new
- * one, validates bodies, and turns every failure into one of the contract's coded errors.
+ * One typed method per upstream resource. A call is refused at once during a back-off window or while
+ * the breaker is open; otherwise it waits for one of the limited slots, takes the token (inside the
+ * slot, so a queued call never carries a token replaced while it waited), retries once with a new token
+ * after a 401/403 and once after a connection error, validates the body, and turns every failure into
+ * one of the contract's coded errors.
  */
 export class UpstreamClient {
   readonly #options: UpstreamClientOptions
+  readonly #now: () => number
+  readonly #random: () => number
+  readonly #sleep: (ms: number) => Promise<void>
 
   constructor (options: UpstreamClientOptions) {
     this.#options = options
+    this.#now = options.now ?? Date.now
+    this.#random = options.random ?? Math.random
+    this.#sleep = options.sleep ?? (async (ms) => { await sleep(ms) })
+  }
+
+  get breakerState (): BreakerState {
+    return this.#options.breaker.state
+  }
+
+  get backoffRemainingMs (): number {
+    return this.#options.backoff.remainingMs
   }
 
   async profile (username: string): Promise<UpstreamAnswer<ProfileResponse>> {
-    return await this.#get(`/profile/${encodeURIComponent(username)}`, readUpstreamProfile)
+    return await this.#get('profile', `/profile/${encodeURIComponent(username)}`, readUpstreamProfile)
   }
 
   async timeline (username: string): Promise<UpstreamAnswer<TimelineResponse>> {
-    return await this.#get(`/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline)
+    return await this.#get('timeline', `/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline)
   }
 
-  async #get<T> (path: string, read: (body: unknown) => T | undefined): Promise<UpstreamAnswer<T>> {
-    let token = await this.#options.tokens.getToken()
-    let response = await this.#send(path, token)
-    if (isAuthRefusal(response.statusCode)) {
-      await response.body.dump()
+  async #get<T> (resource: Resource, path: string, read: (body: unknown) => T | undefined): Promise<UpstreamAnswer<T>> {
+    const { backoff, breaker, limiter } = this.#options
+    // Known windows refuse before queueing; the shared window is checked once a slot is ours.
+    this.#refuseIf(resource, backoff.remainingMs, breaker.state === 'open')
+    return await limiter.run(async () => {
+      this.#refuseIf(resource, await backoff.check(), false)
+      const token = await this.#options.tokens.getToken()
+      this.#refuseIf(resource, 0, !breaker.tryAcquire())
+      const started = this.#now()
+      let call: Call<T> | undefined
+      try {
+        call = await this.#call(path, token, read)
+      } finally {
+        breaker.record(call !== undefined && BREAKER_FAILURES.has(call.outcome))
+      }
+      this.#options.telemetry.upstreamCall(resource, call.outcome, (this.#now() - started) / 1000)
+      if ('answer' in call) return call.answer
+      this.#options.log.warn({ err: call.error, resource, outcome: call.outcome }, 'upstream call failed')
+      throw call.error
+    })
+  }
+
+  #refuseIf (resource: Resource, backoffMs: number, breakerOpen: boolean): void {
+    if (backoffMs <= 0 && !breakerOpen) return
+    this.#options.telemetry.upstreamCall(resource, 'short_circuited', 0)
+    if (backoffMs > 0) {
+      const seconds = Math.ceil(backoffMs / 1000)
+      throw withRetryAfter(new UPSTREAM_RATE_LIMITED(seconds), seconds)
+    }
+    const seconds = Math.max(1, Math.ceil(this.#options.breaker.retryInMs / 1000))
+    throw new UPSTREAM_ERROR(`paused after repeated failures, next try within ${seconds} s`)
+  }
+
+  async #call<T> (path: string, token: AccessToken, read: (body: unknown) => T | undefined): Promise<Call<T>> {
+    let sent = await this.#send(path, token)
+    if ('response' in sent && isAuthRefusal(sent.response.statusCode)) {
+      await sent.response.body.dump()
       this.#options.tokens.invalidate(token)
-      token = await this.#options.tokens.getToken()
-      response = await this.#send(path, token)
-      if (isAuthRefusal(response.statusCode)) {
-        await response.body.dump()
-        throw new UPSTREAM_AUTH_FAILED(`the profile service refused a fresh token (${response.statusCode})`)
+      let renewed: AccessToken
+      try {
+        renewed = await this.#options.tokens.getToken()
+      } catch (error) {
+        return { outcome: 'auth_refused', error: error as Error }
+      }
+      sent = await this.#send(path, renewed)
+      if ('response' in sent && isAuthRefusal(sent.response.statusCode)) {
+        await sent.response.body.dump()
+        return { outcome: 'auth_refused', error: new UPSTREAM_AUTH_FAILED(`the profile service refused a fresh token (${sent.response.statusCode})`) }
       }
     }
+    return 'response' in sent ? await this.#interpret(sent.response, read) : sent
+  }
 
-    const { statusCode, headers, body } = response
+  /** One GET; a connection that failed before any answer is tried once more, after a jittered pause. */
+  async #send (path: string, token: AccessToken): Promise<Sent> {
+    const { dispatcher, basePath, authScheme, timeoutMs } = this.#options
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const response = await dispatcher.request({
+          method: 'GET',
+          path: basePath + path,
+          headers: {
+            authorization: authScheme === '' ? token.value : `${authScheme} ${token.value}`,
+            'content-type': 'application/json',
+            accept: 'application/json'
+          },
+          // Covers the body too: undici destroys the body stream when it fires.
+          signal: AbortSignal.timeout(timeoutMs)
+        })
+        return { response }
+      } catch (error) {
+        if (attempt === 1 && isConnectionError(error)) {
+          this.#options.log.debug({ err: error }, 'upstream connection failed; retrying once')
+          await this.#sleep(CONNECTION_RETRY_DELAY_MS * (1 + this.#random()))
+          continue
+        }
+        return this.#failure(error)
+      }
+    }
+  }
+
+  async #interpret<T> ({ statusCode, headers, body }: Dispatcher.ResponseData, read: (body: unknown) => T | undefined): Promise<Call<T>> {
     if (statusCode === 404) {
       await body.dump()
-      return { found: false }
+      return { outcome: 'not_found', answer: { found: false } }
     }
-    if (statusCode === 429) {
+    if (statusCode === 429 || (statusCode === 503 && headers['retry-after'] !== undefined)) {
       await body.dump()
-      const seconds = retryAfterSeconds(headers['retry-after'])
-      throw withRetryAfter(new UPSTREAM_RATE_LIMITED(seconds), seconds)
+      const seconds = retryAfterSeconds(headers['retry-after'], this.#now())
+      await this.#options.backoff.open(seconds * 1000)
+      return { outcome: 'rate_limited', error: withRetryAfter(new UPSTREAM_RATE_LIMITED(seconds), seconds) }
     }
     if (statusCode !== 200) {
       await body.dump()
-      throw new UPSTREAM_ERROR(`status ${statusCode}`)
+      return { outcome: 'error', error: new UPSTREAM_ERROR(`status ${statusCode}`) }
     }
     let parsed: unknown
     try {
       parsed = await body.json()
     } catch (error) {
-      throw this.#translate(error, UPSTREAM_INVALID_RESPONSE)
+      return this.#failure(error)
     }
     const valid = read(parsed)
-    if (valid === undefined) throw new UPSTREAM_INVALID_RESPONSE()
-    return { found: true, body: valid }
+    if (valid === undefined) return { outcome: 'invalid', error: new UPSTREAM_INVALID_RESPONSE() }
+    return { outcome: 'ok', answer: { found: true, body: valid } }
   }
 
-  async #send (path: string, token: AccessToken): Promise<Dispatcher.ResponseData> {
-    const { dispatcher, basePath, authScheme, timeoutMs } = this.#options
-    try {
-      return await dispatcher.request({
-        method: 'GET',
-        path: basePath + path,
-        headers: {
-          authorization: authScheme === '' ? token.value : `${authScheme} ${token.value}`,
-          'content-type': 'application/json',
-          accept: 'application/json'
-        },
-        signal: AbortSignal.timeout(timeoutMs)
-      })
-    } catch (error) {
-      throw this.#translate(error, UPSTREAM_ERROR)
-    }
-  }
-
-  /** Maps transport failures to coded errors; `fallback` covers everything that is not a timeout. */
-  #translate (error: unknown, fallback: typeof UPSTREAM_ERROR | typeof UPSTREAM_INVALID_RESPONSE): Error {
-    if (isTimeout(error)) return new UPSTREAM_TIMEOUT(this.#options.timeoutMs, { cause: error })
-    if (fallback === UPSTREAM_INVALID_RESPONSE) return new UPSTREAM_INVALID_RESPONSE({ cause: error })
-    return new UPSTREAM_ERROR('it could not be reached', { cause: error })
+  /** A transport or parse failure as the caller sees it. */
+  #failure (error: unknown): { outcome: UpstreamOutcome, error: Error } {
+    if (isTimeout(error)) return { outcome: 'timeout', error: new UPSTREAM_TIMEOUT(this.#options.timeoutMs, { cause: error }) }
+    if (isConnectionError(error)) return { outcome: 'error', error: new UPSTREAM_ERROR('it could not be reached', { cause: error }) }
+    if (isTooLarge(error) || error instanceof SyntaxError) return { outcome: 'invalid', error: new UPSTREAM_INVALID_RESPONSE({ cause: error }) }
+    return { outcome: 'error', error: new UPSTREAM_ERROR('the request failed', { cause: error }) }
   }
 }
 
 function isAuthRefusal (status: number): boolean {
   return status === 401 || status === 403
-}
-
-function isTimeout (error: unknown): boolean {
-  return error instanceof undiciErrors.HeadersTimeoutError ||
-    error instanceof undiciErrors.BodyTimeoutError ||
-    error instanceof undiciErrors.ConnectTimeoutError ||
-    (error instanceof DOMException && error.name === 'TimeoutError')
 }
 
 /** Retry-After in seconds or as an HTTP date, capped; a missing or unreadable one means a short pause. */

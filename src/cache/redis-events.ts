@@ -1,0 +1,107 @@
+import { randomBytes } from 'node:crypto'
+import type { RedisCommander } from 'ioredis'
+import type { RedisClient } from '../plugins/redis.js'
+
+/** What one instance tells the others about a key (an instance never hears its own events). */
+export type CacheEvent =
+  /** A new version was stored (`etag` tells which). */
+  | { type: 'filled', key: string, etag: string }
+  /** The entry was purged: stale from now on. */
+  | { type: 'staled', key: string }
+  /** A load's lock was released, with or without a new version (the load may have failed). */
+  | { type: 'released', key: string }
+
+export interface CacheEventListener {
+  onEvent: (event: CacheEvent) => void
+  /** The subscription is gone: events may be missed until `ready` again. */
+  onLost: () => void
+}
+
+export interface RedisEventsOptions {
+  /** The shared client, for PUBLISH (a subscribed connection cannot send it). */
+  publisher: Pick<RedisCommander, 'publish'>
+  /** A dedicated connection, owned here: closed with `close()`. */
+  subscriber: RedisClient
+  channel: string
+  onError: (error: unknown) => void
+}
+
+const CODES = { filled: 'f', staled: 's', released: 'r' } as const
+
+/**
+ * The instances' shared channel (Redis pub/sub, one channel per deployment): cache fills and purges,
+ * which keep every in-process tier coherent, and lock releases, which wake the instances waiting for
+ * another one's load. Nothing polls.
+ */
+export class RedisEvents {
+  readonly #options: RedisEventsOptions
+  readonly #listeners = new Set<CacheEventListener>()
+  /** Tells this instance's messages from the others'. */
+  readonly #origin = randomBytes(6).toString('base64url')
+  #subscribed = false
+
+  constructor (options: RedisEventsOptions) {
+    this.#options = options
+    const { subscriber, channel } = options
+    subscriber.on('error', options.onError)
+    // Subscribe on every (re)connection: the subscription is what makes events reliable again.
+    subscriber.on('ready', () => { this.#subscribe() })
+    subscriber.on('close', () => { this.#lost() })
+    subscriber.on('message', (from: string, message: string) => {
+      if (from !== channel) return
+      const event = decode(message, this.#origin)
+      if (event !== undefined) for (const listener of this.#listeners) listener.onEvent(event)
+    })
+    if (subscriber.status === 'ready') this.#subscribe()
+  }
+
+  /** Whether events from the other instances reach this one right now. */
+  get ready (): boolean {
+    return this.#subscribed
+  }
+
+  listen (listener: CacheEventListener): void {
+    this.#listeners.add(listener)
+  }
+
+  async publish (event: CacheEvent): Promise<void> {
+    await this.#options.publisher.publish(this.#options.channel, encode(event, this.#origin))
+  }
+
+  async close (): Promise<void> {
+    this.#lost()
+    const { subscriber } = this.#options
+    await subscriber.quit().catch(() => subscriber.disconnect())
+  }
+
+  #subscribe (): void {
+    this.#options.subscriber.subscribe(this.#options.channel).then(
+      () => { this.#subscribed = this.#options.subscriber.status === 'ready' },
+      this.#options.onError
+    )
+  }
+
+  #lost (): void {
+    if (!this.#subscribed) return
+    this.#subscribed = false
+    for (const listener of this.#listeners) listener.onLost()
+  }
+}
+
+/** `<code> <origin> <etag or -> <key>`: the key goes last, so nothing in it can break the format. */
+function encode (event: CacheEvent, origin: string): string {
+  return `${CODES[event.type]} ${origin} ${event.type === 'filled' ? event.etag : '-'} ${event.key}`
+}
+
+/** Undefined for this instance's own messages and for anything unreadable. */
+function decode (message: string, ownOrigin: string): CacheEvent | undefined {
+  const [code = '', origin = '', etag] = message.split(' ', 3)
+  if (origin === ownOrigin || etag === undefined) return undefined
+  const key = message.slice(code.length + origin.length + etag.length + 3)
+  switch (code) {
+    case 'f': return { type: 'filled', key, etag }
+    case 's': return { type: 'staled', key }
+    case 'r': return { type: 'released', key }
+    default: return undefined
+  }
+}

@@ -1,0 +1,179 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { CacheState } from './cache/swr-cache.js'
+import type { BreakerState, Resource, Telemetry, UpstreamOutcome } from './telemetry.js'
+
+/** What one answered request looked like, as the request metrics label it. */
+export interface RequestObservation {
+  method: string
+  /** The route's pattern (`/profile/:username`), never the raw URL: one series per route, not per username. */
+  route: string
+  status: number
+  seconds: number
+  /** The `X-Cache` header, when the route sent one. */
+  xCache?: string
+}
+
+const PREFIX = 'pbff_'
+const BREAKER_STATES: readonly BreakerState[] = ['closed', 'open', 'half_open']
+
+/** A hit is well under a millisecond, an upstream call tens of them, a timeout seconds. */
+const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+const UPSTREAM_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+/**
+ * Node's process metrics describe the process, not an app: collected once, into a registry of their
+ * own, and rendered after each app's metrics. (Several apps in one process, as in the tests, would
+ * otherwise each start an event-loop monitor and a GC observer that nothing can stop.)
+ */
+let processRegistry: Registry | undefined
+function processMetrics (): Registry {
+  if (processRegistry === undefined) {
+    processRegistry = new Registry()
+    collectDefaultMetrics({ register: processRegistry })
+  }
+  return processRegistry
+}
+
+/**
+ * The Telemetry seam implemented with prom-client, plus the request metrics the app's hooks report.
+ * Every instance has its own registry, so apps built side by side never share a counter.
+ */
+export class PrometheusTelemetry implements Telemetry {
+  readonly contentType: string
+  readonly #registry = new Registry()
+  readonly #requests: Counter<'method' | 'route' | 'status'>
+  readonly #requestSeconds: Histogram<'method' | 'route'>
+  readonly #xCache: Counter<'route' | 'x_cache'>
+  readonly #cacheLookups: Counter<'resource' | 'state'>
+  readonly #upstreamCalls: Counter<'resource' | 'outcome'>
+  readonly #upstreamSeconds: Histogram<'resource'>
+  readonly #tokenExchanges: Counter<'outcome'>
+  readonly #coalesced: Counter<'resource'>
+  readonly #backoffActive: Gauge
+  readonly #backoffWindows: Counter
+  readonly #breakerState: Gauge<'state'>
+  readonly #breakerOpenings: Counter
+  // The states last reported, to count transitions (a repeated report is not a new window).
+  #inBackoff = false
+  #breaker: BreakerState | undefined
+
+  constructor () {
+    const registers = [this.#registry]
+    this.contentType = this.#registry.contentType
+    this.#requests = new Counter({
+      name: `${PREFIX}http_requests_total`,
+      help: 'Requests answered, by method, route pattern and status',
+      labelNames: ['method', 'route', 'status'],
+      registers
+    })
+    this.#requestSeconds = new Histogram({
+      name: `${PREFIX}http_request_duration_seconds`,
+      help: 'Time to answer a request, by method and route pattern',
+      labelNames: ['method', 'route'],
+      buckets: REQUEST_BUCKETS,
+      registers
+    })
+    this.#xCache = new Counter({
+      name: `${PREFIX}http_cache_results_total`,
+      help: 'Data route answers by X-Cache value (HIT, MISS, STALE, BYPASS)',
+      labelNames: ['route', 'x_cache'],
+      registers
+    })
+    this.#cacheLookups = new Counter({
+      name: `${PREFIX}cache_lookups_total`,
+      help: 'Cache lookups by resource and result, as the cache reports them (a field query is a profile lookup)',
+      labelNames: ['resource', 'state'],
+      registers
+    })
+    this.#upstreamCalls = new Counter({
+      name: `${PREFIX}upstream_calls_total`,
+      help: 'Calls to the upstream by resource and outcome',
+      labelNames: ['resource', 'outcome'],
+      registers
+    })
+    this.#upstreamSeconds = new Histogram({
+      name: `${PREFIX}upstream_call_duration_seconds`,
+      help: 'Time the upstream took to answer, by resource',
+      labelNames: ['resource'],
+      buckets: UPSTREAM_BUCKETS,
+      registers
+    })
+    this.#tokenExchanges = new Counter({
+      name: `${PREFIX}token_exchanges_total`,
+      help: 'Client-credentials exchanges by outcome; "minted" counts tokens issued to us (watch it against the quota)',
+      labelNames: ['outcome'],
+      registers
+    })
+    this.#coalesced = new Counter({
+      name: `${PREFIX}coalesced_waiters_total`,
+      help: 'Callers that waited for a load another caller or instance had already started, by resource',
+      labelNames: ['resource'],
+      registers
+    })
+    this.#backoffActive = new Gauge({
+      name: `${PREFIX}upstream_backoff_active`,
+      help: '1 while the upstream asked us to back off (429 Retry-After window), else 0',
+      registers
+    })
+    this.#backoffWindows = new Counter({
+      name: `${PREFIX}upstream_backoff_windows_total`,
+      help: 'Back-off windows entered',
+      registers
+    })
+    this.#breakerState = new Gauge({
+      name: `${PREFIX}upstream_breaker_state`,
+      help: 'The upstream circuit breaker: 1 for its current state (closed, open, half_open), 0 for the others',
+      labelNames: ['state'],
+      registers
+    })
+    this.#breakerOpenings = new Counter({
+      name: `${PREFIX}upstream_breaker_openings_total`,
+      help: 'Times the upstream circuit breaker opened',
+      registers
+    })
+    // Series an operator alerts on exist from the start, at zero, rather than appearing with the first event.
+    for (const outcome of ['minted', 'failed']) this.#tokenExchanges.labels(outcome).inc(0)
+    this.breaker('closed')
+  }
+
+  tokenExchange (outcome: 'minted' | 'failed'): void {
+    this.#tokenExchanges.labels(outcome).inc()
+  }
+
+  upstreamCall (resource: Resource, outcome: UpstreamOutcome, seconds: number): void {
+    this.#upstreamCalls.labels(resource, outcome).inc()
+    // A call never made (breaker open) took no upstream time worth a latency sample.
+    if (outcome !== 'short_circuited') this.#upstreamSeconds.labels(resource).observe(seconds)
+  }
+
+  cacheResult (resource: Resource, state: CacheState): void {
+    this.#cacheLookups.labels(resource, state).inc()
+  }
+
+  coalescedWaiter (resource: Resource): void {
+    this.#coalesced.labels(resource).inc()
+  }
+
+  backoff (active: boolean): void {
+    if (active && !this.#inBackoff) this.#backoffWindows.inc()
+    this.#inBackoff = active
+    this.#backoffActive.set(active ? 1 : 0)
+  }
+
+  breaker (state: BreakerState): void {
+    if (state === 'open' && this.#breaker !== 'open') this.#breakerOpenings.inc()
+    this.#breaker = state
+    for (const each of BREAKER_STATES) this.#breakerState.labels(each).set(each === state ? 1 : 0)
+  }
+
+  observeRequest ({ method, route, status, seconds, xCache }: RequestObservation): void {
+    this.#requests.labels(method, route, String(status)).inc()
+    this.#requestSeconds.labels(method, route).observe(seconds)
+    if (xCache !== undefined) this.#xCache.labels(route, xCache).inc()
+  }
+
+  /** The Prometheus text exposition: this app's metrics, then the process's. */
+  async render (): Promise<string> {
+    return await this.#registry.metrics() + await processMetrics().metrics()
+  }
+}

@@ -1,0 +1,42 @@
+import { getHeapStatistics } from 'node:v8'
+import underPressure, { type FastifyUnderPressureOptions } from '@fastify/under-pressure'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { SERVICE_OVERLOADED, withRetryAfter } from '../errors.js'
+
+export type LoadSheddingOptions = Pick<FastifyUnderPressureOptions, 'maxEventLoopDelay' | 'maxHeapUsedBytes' | 'sampleInterval'>
+
+/** How long a shed caller is told to wait: pressure passes in seconds, or the orchestrator steps in. */
+export const SHED_RETRY_AFTER_SECONDS = 5
+
+/**
+ * Past these, new requests are refused at once rather than queued behind a saturated event loop
+ * (which would make every caller slow and could end in an out-of-memory crash). No event-loop
+ * utilization threshold: a process serving flat out is ~100% utilized while still answering in
+ * milliseconds (measured: 503s for most of a benchmark at 7 ms of loop delay); delay is what callers feel.
+ */
+export const DEFAULT_LOAD_SHEDDING: LoadSheddingOptions = {
+  maxEventLoopDelay: 1_000,
+  maxHeapUsedBytes: Math.floor(getHeapStatistics().heap_size_limit * 0.9)
+}
+
+/**
+ * Liveness and metrics still answer under pressure: a process that sheds load is alive (restarting it
+ * would only move its load elsewhere), and pressure is when operators most need the numbers.
+ * /readyz does shed, which takes the instance out of its load balancer until the pressure passes.
+ */
+const ANSWERED_UNDER_PRESSURE = new Set(['/healthz', '/metrics'])
+
+/** @fastify/under-pressure, answering the contract's 503 SERVICE_OVERLOADED with Retry-After. */
+async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions): Promise<void> {
+  await app.register(underPressure, {
+    ...DEFAULT_LOAD_SHEDDING,
+    ...options,
+    pressureHandler: async (request: FastifyRequest) => {
+      if (ANSWERED_UNDER_PRESSURE.has(request.routeOptions.url ?? '')) return
+      throw withRetryAfter(new SERVICE_OVERLOADED(SHED_RETRY_AFTER_SECONDS), SHED_RETRY_AFTER_SECONDS)
+    }
+  })
+}
+
+export default fp(loadShedding, { name: 'load-shedding', dependencies: ['error-handler'] })

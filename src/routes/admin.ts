@@ -1,0 +1,53 @@
+import { createHash, timingSafeEqual } from 'node:crypto'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import { UNAUTHORIZED } from '../errors.js'
+import { ErrorResponse, UsernameParams } from '../schemas/common.js'
+
+const PurgeResponse = Type.Object({
+  username: Type.String(),
+  stale: Type.Integer({ description: 'entries of this member now stale (profile, timeline, negative ones included)' })
+}, { examples: [{ username: 'alice', stale: 2 }] })
+
+/**
+ * Operator routes. They exist only when ADMIN_TOKEN is set; otherwise every path here is an unknown
+ * route (404 NOT_FOUND), so that nothing tells a caller there is anything to guess.
+ */
+const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const token = app.config.ADMIN_TOKEN
+  if (token === undefined) return
+  const expected = digest(token)
+
+  app.post('/admin/purge/:username', {
+    schema: {
+      summary: 'Mark a member\'s cached entries stale on every instance',
+      description: 'The next request for them is served STALE and revalidates once: a purge of a hot member cannot start a stampede.',
+      tags: ['operations'],
+      params: UsernameParams,
+      response: { 200: PurgeResponse, 400: ErrorResponse, 401: ErrorResponse, 503: ErrorResponse }
+    },
+    // Before anything else looks at the request: a caller without the token learns nothing more.
+    onRequest: async (request, reply) => {
+      if (authorized(request.headers.authorization, expected)) return
+      reply.header('www-authenticate', 'Bearer realm="admin"')
+      throw new UNAUTHORIZED()
+    }
+  }, async (request, reply) => {
+    const { username } = request.params
+    const stale = await app.lookups.purge(username)
+    reply.header('cache-control', 'no-store')
+    return { username, stale }
+  })
+}
+
+/** Equal-length digests, compared in constant time: neither the token nor its length leaks through timing. */
+function authorized (header: string | undefined, expected: Buffer): boolean {
+  const match = /^Bearer +(\S+)\s*$/i.exec(header ?? '')
+  return match?.[1] !== undefined && timingSafeEqual(digest(match[1]), expected)
+}
+
+function digest (value: string): Buffer {
+  return createHash('sha256').update(value).digest()
+}
+
+export default adminRoutes

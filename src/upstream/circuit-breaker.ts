@@ -1,0 +1,69 @@
+import type { BreakerState, Telemetry } from '../telemetry.js'
+
+export interface CircuitBreakerOptions {
+  /** Consecutive failures that open the circuit. */
+  failureThreshold: number
+  /** How long it stays open before one probe may go through. */
+  openMs: number
+  telemetry: Pick<Telemetry, 'breaker'>
+  now?: () => number
+}
+
+/**
+ * Stops calling an upstream that keeps failing. Closed: calls go through, and `failureThreshold`
+ * failures in a row open it. Open: every call is refused at once for `openMs`. Then half open: exactly
+ * one call (the probe) goes through; its success closes the circuit, its failure opens it again.
+ * Per instance: each instance learns about the upstream from its own calls.
+ */
+export class CircuitBreaker {
+  readonly #options: CircuitBreakerOptions
+  readonly #now: () => number
+  #state: BreakerState = 'closed'
+  #failures = 0
+  #openedAt = 0
+  #probing = false
+
+  constructor (options: CircuitBreakerOptions) {
+    this.#options = options
+    this.#now = options.now ?? Date.now
+  }
+
+  get state (): BreakerState {
+    if (this.#state === 'open' && this.#now() - this.#openedAt >= this.#options.openMs) this.#moveTo('half_open')
+    return this.#state
+  }
+
+  /** Milliseconds until a probe may go through (0 unless open). */
+  get retryInMs (): number {
+    return this.state === 'open' ? this.#openedAt + this.#options.openMs - this.#now() : 0
+  }
+
+  /** May a call go through now? In half open, true once: the caller is the probe and must report back. */
+  tryAcquire (): boolean {
+    const state = this.state
+    if (state === 'closed') return true
+    if (state === 'open' || this.#probing) return false
+    this.#probing = true
+    return true
+  }
+
+  /** The verdict on a call that `tryAcquire` let through: did the upstream fail? */
+  record (failed: boolean): void {
+    this.#probing = false
+    if (!failed) {
+      this.#failures = 0
+      if (this.#state !== 'closed') this.#moveTo('closed')
+      return
+    }
+    this.#failures++
+    if (this.#state === 'half_open' || this.#failures >= this.#options.failureThreshold) {
+      this.#openedAt = this.#now()
+      this.#moveTo('open')
+    }
+  }
+
+  #moveTo (state: BreakerState): void {
+    this.#state = state
+    this.#options.telemetry.breaker(state)
+  }
+}

@@ -1,0 +1,70 @@
+import type { Dispatcher } from 'undici'
+import { UPSTREAM_AUTH_FAILED } from '../errors.js'
+import { isTimeout } from './transport-errors.js'
+
+/** A token as the identity provider handed it out. */
+export interface MintedToken {
+  value: string
+  lifetimeMs: number
+}
+
+export interface TokenEndpointOptions {
+  /** Dispatcher bound to the identity provider's origin. */
+  dispatcher: Dispatcher
+  /** Path of the token endpoint on that origin, e.g. `/oauth/token`. */
+  tokenPath: string
+  clientId: string
+  clientSecret: string
+  audience: string
+  defaultTtlSeconds: number
+  timeoutMs: number
+}
+
+/**
+ * One client-credentials exchange with the identity provider. Every way it can fail (unreachable, slow,
+ * a non-200, no JSON, no `access_token`) is UPSTREAM_AUTH_FAILED, with a message that never holds the
+ * secret or what the provider answered.
+ */
+export class TokenEndpoint {
+  readonly #options: TokenEndpointOptions
+
+  constructor (options: TokenEndpointOptions) {
+    this.#options = options
+  }
+
+  async exchange (): Promise<MintedToken> {
+    const { defaultTtlSeconds } = this.#options
+    const { access_token: value, expires_in: expiresIn } = await this.#request()
+    if (typeof value !== 'string' || value === '') throw new UPSTREAM_AUTH_FAILED('the identity provider answered without access_token')
+    const seconds = Number(expiresIn)
+    // A missing, zero or unreadable lifetime means the configured default rather than a token renewed on every call.
+    const ttlSeconds = expiresIn !== undefined && expiresIn !== null && Number.isFinite(seconds) && seconds > 0 ? seconds : defaultTtlSeconds
+    return { value, lifetimeMs: ttlSeconds * 1000 }
+  }
+
+  async #request (): Promise<Record<string, unknown>> {
+    const { dispatcher, tokenPath, clientId, clientSecret, audience, timeoutMs } = this.#options
+    let answer: unknown
+    try {
+      const response = await dispatcher.request({
+        method: 'POST',
+        path: tokenPath,
+        headers: { 'content-type': 'application/json', accept: 'application/json' },
+        body: JSON.stringify({ client_id: clientId, client_secret: clientSecret, audience, grant_type: 'client_credentials' }),
+        signal: AbortSignal.timeout(timeoutMs)
+      })
+      if (response.statusCode !== 200) {
+        await response.body.dump()
+        throw new UPSTREAM_AUTH_FAILED(`the identity provider answered ${response.statusCode}`)
+      }
+      answer = await response.body.json()
+    } catch (error) {
+      if (error instanceof UPSTREAM_AUTH_FAILED) throw error
+      const why = isTimeout(error)
+        ? `the identity provider did not answer within ${timeoutMs} ms`
+        : 'the identity provider could not be reached or answered no JSON'
+      throw new UPSTREAM_AUTH_FAILED(why, { cause: error })
+    }
+    return typeof answer === 'object' && answer !== null ? answer as Record<string, unknown> : {}
+  }
+}

@@ -1,0 +1,65 @@
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { Cluster, Redis } from 'ioredis'
+import { profileOf } from '../../dev/profiles.js'
+import { available, cacheStack, eventually, freeClusterPort, RedisServer } from './helper.js'
+
+const run = promisify(execFile)
+const ADMIN_TOKEN = 'cluster-admin-token'
+const skip = available('redis-cli') && available('redis-server')
+  ? false
+  : 'redis-server and redis-cli are needed to start a three-node Redis Cluster, and one of them is not installed'
+
+t.test('against a three-node Redis Cluster started by the test', { skip }, async (t) => {
+  const nodes: RedisServer[] = []
+  for (let i = 0; i < 3; i++) {
+    nodes.push(await RedisServer.start(t, ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'], await freeClusterPort()))
+  }
+  await run('redis-cli', ['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`), '--cluster-replicas', '0', '--cluster-yes'])
+  for (const node of nodes) {
+    const probe = new Redis(node.port, '127.0.0.1')
+    await eventually(async () => String(await probe.cluster('INFO')).includes('cluster_state:ok'), `cluster ok on ${node.port}`)
+    probe.disconnect()
+  }
+
+  const { app, sim, config, another } = await cacheStack(t, {
+    env: { REDIS_URL: `redis://127.0.0.1:${nodes[0]?.port}`, REDIS_CLUSTER: 'true', ADMIN_TOKEN },
+    sim: { latencyMs: 50 }
+  })
+  t.ok(app.redis instanceof Cluster, 'REDIS_CLUSTER selects the Cluster client')
+  t.equal(app.redis?.status, 'ready')
+  const second = await another()
+
+  await t.test('entries live on the shard of their username, and are served from there', async (t) => {
+    const usernames = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank']
+    for (const username of usernames) {
+      t.equal((await app.inject(`/profile/${username}`)).headers['x-cache'], 'MISS', username)
+      const hit = await second.inject(`/profile/${username}`)
+      t.equal(hit.headers['x-cache'], 'HIT', username)
+      t.same(hit.json(), { user: profileOf(username) })
+    }
+    const cluster = app.redis as Cluster
+    const slots = await Promise.all(usernames.map(async (username) => await cluster.cluster('KEYSLOT', `${config.CACHE_KEY_PREFIX}v1:{${username}}:profile`)))
+    const owners = new Set(slots.map((slot) => cluster.slots[Number(slot)]?.[0]))
+    t.ok(owners.size > 1, 'the usernames spread over several shards')
+  })
+
+  await t.test('200 concurrent requests for a cold username on two instances: 1 upstream call', async (t) => {
+    const answers = await Promise.all(Array.from({ length: 200 }, async (_, i) => await (i % 2 === 0 ? app : second).inject('/profile/cluster-crowd')))
+    t.same(new Set(answers.map((res) => res.statusCode)), new Set([200]))
+    t.equal(sim.callsFor('profile', 'cluster-crowd'), 1)
+  })
+
+  await t.test('a purge reaches every instance and revalidates once', async (t) => {
+    await app.inject('/profile/grace')
+    t.equal((await second.inject('/profile/grace')).headers['x-cache'], 'HIT')
+    const purge = await app.inject({ method: 'POST', url: '/admin/purge/grace', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    t.same(purge.json(), { username: 'grace', stale: 1 })
+    await eventually(async () => (await second.inject('/profile/grace')).headers['x-cache'] === 'STALE', 'stale on the other instance')
+    for (const instance of [app, second]) {
+      await eventually(async () => (await instance.inject('/profile/grace')).headers['x-cache'] === 'HIT', 'revalidated')
+    }
+    t.equal(sim.callsFor('profile', 'grace'), 2)
+  })
+})

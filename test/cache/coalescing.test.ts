@@ -1,0 +1,53 @@
+import t from 'tap'
+import { profileOf } from '../../dev/profiles.js'
+import { cacheStack, eventually, rawRedis } from './helper.js'
+
+t.test('500 concurrent requests for one cold username on two instances sharing Redis: exactly 1 upstream call', async (t) => {
+  const { app, sim, another } = await cacheStack(t, { sim: { latencyMs: 100 } })
+  const second = await another()
+  const answers = await Promise.all(Array.from({ length: 500 }, async (_, i) =>
+    await (i % 2 === 0 ? app : second).inject('/profile/cold-crowd')))
+  t.equal(sim.callsFor('profile', 'cold-crowd'), 1)
+  t.same(new Set(answers.map((res) => res.statusCode)), new Set([200]))
+  t.same(new Set(answers.map((res) => res.body)), new Set([JSON.stringify({ user: profileOf('cold-crowd') })]))
+  t.same(new Set(answers.map((res) => res.headers['x-cache'])), new Set(['MISS']), 'every waiter got the load it waited for')
+  t.equal(new Set(answers.map((res) => res.headers.etag)).size, 1)
+})
+
+t.test('a stale entry read on two instances at once is revalidated by one upstream call', async (t) => {
+  const { app, sim, clock, another } = await cacheStack(t, { sim: { latencyMs: 100 } })
+  const second = await another()
+  await app.inject('/profile/hot')
+  clock.advance(301)
+  const answers = await Promise.all(Array.from({ length: 100 }, async (_, i) => await (i % 2 === 0 ? app : second).inject('/profile/hot')))
+  t.same(new Set(answers.map((res) => res.headers['x-cache'])), new Set(['STALE']))
+  for (const instance of [app, second]) {
+    await eventually(async () => (await instance.inject('/profile/hot')).headers['x-cache'] === 'HIT', 'revalidated')
+  }
+  t.equal(sim.callsFor('profile', 'hot'), 2, 'the first load and one revalidation')
+})
+
+t.test('when the instance that loads fails, the waiting instance is woken and loads on its own', async (t) => {
+  const { app, sim, another } = await cacheStack(t, { sim: { latencyMs: 100 } })
+  const second = await another()
+  sim.failNext({ kind: 'status', status: 500 })
+  const answers = await Promise.all([app.inject('/profile/flaky'), second.inject('/profile/flaky')])
+  t.same(answers.map((res) => res.statusCode).sort(), [200, 502], 'the owner\'s caller gets its error; the waiter is not stuck')
+  t.same(answers.find((res) => res.statusCode === 502)?.json(), {
+    statusCode: 502, code: 'UPSTREAM_ERROR', error: 'Bad Gateway', message: 'The profile service failed: status 500'
+  })
+  t.equal(sim.callsFor('profile', 'flaky'), 2)
+})
+
+t.test('a lock whose owner died is waited for at most its lifetime, then the waiter loads itself', async (t) => {
+  const { app, sim, config } = await cacheStack(t, { env: { UPSTREAM_TIMEOUT_MS: '200' } })
+  const redis = rawRedis(t)
+  // Another instance took the lock and crashed: nobody will release it nor publish anything.
+  await redis.set(`${config.CACHE_KEY_PREFIX}v1:{orphan}:profile:lock`, 'crashed-owner', 'PX', 60_000)
+  const started = Date.now()
+  const res = await app.inject('/profile/orphan')
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['x-cache'], 'MISS')
+  t.ok(Date.now() - started >= 2 * 200 + 1_000 - 50, 'waited for the lock\'s lifetime (2 x UPSTREAM_TIMEOUT_MS + 1 s)')
+  t.equal(sim.callsFor('profile', 'orphan'), 1)
+})

@@ -1,0 +1,65 @@
+import t from 'tap'
+import { profileOf } from '../../dev/profiles.js'
+import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.js'
+import { DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, MemoryStore } from '../../src/cache/memory-store.js'
+import { SwrCache } from '../../src/cache/swr-cache.js'
+import { Clock } from './helper.js'
+
+const freshness = { freshMs: 300_000, staleMs: 86_400_000 }
+
+t.test('the in-process store stays within its bound after 100,000 distinct usernames', async (t) => {
+  const clock = new Clock()
+  const store = new MemoryStore({ now: clock.now })
+  const cache = new SwrCache({ store, now: clock.now, onError: (error) => { throw error } })
+  let loads = 0
+  const load = (username: string) => async (): Promise<CacheEntry> => {
+    loads++
+    return createEntry(200, JSON.stringify({ user: profileOf(username) }), clock.now(), freshness)
+  }
+  for (let i = 0; i < 100_000; i++) {
+    const username = `member-${i}`
+    await cache.get(username, 'profile', load(username))
+    if (i % 10_000 === 0) t.ok(store.size <= DEFAULT_MAX_ENTRIES, `${i}: within ${DEFAULT_MAX_ENTRIES} entries`)
+  }
+  t.equal(loads, 100_000)
+  t.equal(store.size, DEFAULT_MAX_ENTRIES)
+  t.ok(store.bytes <= DEFAULT_MAX_BYTES)
+  t.equal((await cache.get('member-99999', 'profile', load('member-99999'))).state, 'HIT', 'the most recent are kept')
+  t.equal((await cache.get('member-0', 'profile', load('member-0'))).state, 'MISS', 'the least recently used went first')
+})
+
+t.test('the in-process store also stays within its byte bound', async (t) => {
+  const clock = new Clock()
+  const store = new MemoryStore({ now: clock.now, maxBytes: 1_000_000 })
+  const body = 'x'.repeat(100_000)
+  for (let i = 0; i < 50; i++) await store.set(`k${i}`, createEntry(200, body, clock.now(), freshness))
+  t.ok(store.bytes <= 1_000_000)
+  t.equal(store.size, 9, 'nine bodies of 100 kB and their overhead fit in 1 MB')
+  await store.set('huge', createEntry(200, 'x'.repeat(2_000_000), clock.now(), freshness))
+  t.equal(await store.get('huge'), undefined, 'a body larger than the whole bound is not kept')
+  t.equal(store.size, 9, 'and evicts nothing')
+})
+
+t.test('an entry past its stale window is gone; a newer fill is never replaced by an older one', async (t) => {
+  const clock = new Clock()
+  const store = new MemoryStore({ now: clock.now })
+  const older = createEntry(200, '"old"', clock.now(), freshness)
+  clock.advance(1)
+  const newer = createEntry(200, '"new"', clock.now(), freshness)
+  t.equal(await store.set('k', newer), true)
+  t.equal(await store.set('k', older), false)
+  t.equal((await store.get('k'))?.body, '"new"')
+  clock.advance(300 + 86_400)
+  t.equal(await store.get('k'), undefined)
+  t.equal(store.size, 0)
+})
+
+t.test('markStale makes held entries stale as of now, keeping them servable', async (t) => {
+  const clock = new Clock()
+  const store = new MemoryStore({ now: clock.now })
+  const entry = createEntry(200, '"body"', clock.now(), freshness)
+  await store.set('k', entry)
+  clock.advance(5)
+  t.equal(await store.markStale(['k', 'absent'], clock.now()), 1)
+  t.same(await store.get('k'), { ...entry, freshUntil: clock.now() })
+})

@@ -1,0 +1,140 @@
+import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import t from 'tap'
+import { Redis } from 'ioredis'
+import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.js'
+import { LocalTier } from '../../src/cache/local-tier.js'
+import { RedisCoalescer } from '../../src/cache/redis-coalescer.js'
+import { RedisEvents, type CacheEvent } from '../../src/cache/redis-events.js'
+import type { CacheStore } from '../../src/cache/store.js'
+import { REDIS_OPTIONS } from '../../src/plugins/redis.js'
+import type { TestContext } from '../helper.js'
+import { Clock, eventually, REDIS_URL } from './helper.js'
+
+/** One instance's view of Redis: a command client and its events channel. */
+async function instance (t: TestContext, channel: string): Promise<{ redis: Redis, events: RedisEvents }> {
+  const redis = new Redis(REDIS_URL, REDIS_OPTIONS)
+  const events = new RedisEvents({ publisher: redis, subscriber: redis.duplicate(), channel, onError: () => {} })
+  t.teardown(async () => {
+    await events.close()
+    await redis.quit()
+  })
+  await eventually(() => events.ready && redis.status === 'ready', 'connected and subscribed')
+  return { redis, events }
+}
+
+/** A probe of whether a promise has settled yet. */
+function watch (promise: Promise<unknown>): () => boolean {
+  let done = false
+  promise.then(() => { done = true }, () => { done = true })
+  return () => done
+}
+
+t.test('events reach the other instances, never the sender, whatever the key holds', async (t) => {
+  const channel = `pbff-test:${randomUUID()}:events`
+  const a = await instance(t, channel)
+  const b = await instance(t, channel)
+  const heardByA: CacheEvent[] = []
+  const heardByB: CacheEvent[] = []
+  a.events.listen({ onEvent: (event) => heardByA.push(event), onLost: () => {} })
+  b.events.listen({ onEvent: (event) => heardByB.push(event), onLost: () => {} })
+  const sent: CacheEvent[] = [
+    { type: 'filled', key: 'p:v1:{a b}:profile', etag: '"tag"' },
+    { type: 'staled', key: 'p:v1:{x}:timeline' },
+    { type: 'released', key: 'prefix with spaces: v1:{y}:profile' }
+  ]
+  for (const event of sent) await a.events.publish(event)
+  await eventually(() => heardByB.length === sent.length, 'delivered')
+  t.same(heardByB, sent)
+  t.same(heardByA, [])
+})
+
+t.test('a waiting instance is woken by the owner\'s release, not by a timer', async (t) => {
+  const channel = `pbff-test:${randomUUID()}:events`
+  const key = `pbff-test:${randomUUID()}:v1:{w}:profile`
+  const a = await instance(t, channel)
+  const b = await instance(t, channel)
+  const lockTtlMs = 60_000
+  const owner = new RedisCoalescer({ redis: a.redis, events: a.events, lockTtlMs, onError: () => {} })
+  const other = new RedisCoalescer({ redis: b.redis, events: b.events, lockTtlMs, onError: () => {} })
+
+  const first = await owner.claim(key)
+  const second = await other.claim(key)
+  if (first?.owner !== true || second?.owner !== false) throw new Error('expected one owner and one waiter')
+  const woken = watch(second.settled)
+  await sleep(100)
+  t.equal(woken(), false, 'the waiter waits while the owner loads')
+  t.equal(await b.redis.get(`${key}:lock`) !== null, true)
+  await first.release()
+  await eventually(woken, 'woken by the release, well before the lock\'s 60 s lifetime')
+  t.equal(await a.redis.exists(`${key}:lock`), 0)
+  const next = await other.claim(key)
+  t.equal(next?.owner, true, 'the lock is free again')
+  if (next?.owner === true) await next.release()
+})
+
+t.test('a release by an owner whose lock expired does not free the new owner\'s lock', async (t) => {
+  const channel = `pbff-test:${randomUUID()}:events`
+  const key = `pbff-test:${randomUUID()}:v1:{x}:profile`
+  const a = await instance(t, channel)
+  const coalescer = new RedisCoalescer({ redis: a.redis, events: a.events, lockTtlMs: 100, onError: () => {} })
+  const late = await coalescer.claim(key)
+  await eventually(async () => await a.redis.exists(`${key}:lock`) === 0, 'lock expired')
+  await a.redis.set(`${key}:lock`, 'new-owner', 'PX', 60_000)
+  if (late?.owner === true) await late.release()
+  t.equal(await a.redis.get(`${key}:lock`), 'new-owner')
+})
+
+t.test('without the events channel, instances do not coordinate (nobody would be woken)', async (t) => {
+  const channel = `pbff-test:${randomUUID()}:events`
+  const a = await instance(t, channel)
+  const coalescer = new RedisCoalescer({ redis: a.redis, events: a.events, lockTtlMs: 60_000, onError: () => {} })
+  const waiting = await (async () => {
+    await a.redis.set(`k-${channel}:lock`, 'someone', 'PX', 60_000)
+    return await coalescer.claim(`k-${channel}`)
+  })()
+  if (waiting?.owner !== false) throw new Error('expected a waiter')
+  const woken = watch(waiting.settled)
+  await a.events.close()
+  await eventually(woken, 'a lost subscription wakes the waiters at once')
+  t.equal(await coalescer.claim('another-key'), undefined)
+})
+
+t.test('the in-process tier: hits cost no shared read; other instances\' fills and purges drop copies', async (t) => {
+  const channel = `pbff-test:${randomUUID()}:events`
+  const a = await instance(t, channel)
+  const b = await instance(t, channel)
+  const clock = new Clock()
+  const held = new Map<string, CacheEntry>()
+  let sharedReads = 0
+  const shared: CacheStore = {
+    get: async (key) => { sharedReads++; return held.get(key) },
+    set: async (key, entry) => { held.set(key, entry); return true },
+    markStale: async () => 0,
+    close: async () => {}
+  }
+  const tier = new LocalTier({ shared, events: a.events, ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000, now: clock.now })
+  const v1 = createEntry(200, '"v1"', clock.now(), { freshMs: 300_000, staleMs: 0 })
+  await tier.set('k', v1)
+  for (let i = 0; i < 5; i++) t.same(await tier.get('k'), v1)
+  t.equal(sharedReads, 0, 'served from this process')
+
+  clock.advance(3)
+  await tier.get('k')
+  t.equal(sharedReads, 1, 'held a few seconds at most')
+
+  const v2 = createEntry(200, '"v2"', clock.now(), { freshMs: 300_000, staleMs: 0 })
+  held.set('k', v2)
+  await b.events.publish({ type: 'filled', key: 'k', etag: v2.etag })
+  await eventually(async () => (await tier.get('k'))?.body === '"v2"', 'copy dropped after another instance\'s fill')
+
+  const reads = sharedReads
+  await b.events.publish({ type: 'staled', key: 'k' })
+  await eventually(async () => { await tier.get('k'); return sharedReads > reads }, 'copy dropped after another instance\'s purge')
+
+  await a.events.close()
+  const before = sharedReads
+  await tier.get('k')
+  await tier.get('k')
+  t.equal(sharedReads, before + 2, 'without the channel, every read goes to the shared store')
+})

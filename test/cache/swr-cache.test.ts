@@ -1,0 +1,130 @@
+import t from 'tap'
+import { createEntry, FRESHNESS_JITTER, type CacheEntry } from '../../src/cache/cache-entry.js'
+import { MemoryStore } from '../../src/cache/memory-store.js'
+import type { CacheStore } from '../../src/cache/store.js'
+import { SwrCache, type CacheFailure, type CacheState } from '../../src/cache/swr-cache.js'
+import type { Resource } from '../../src/telemetry.js'
+import { Clock } from './helper.js'
+
+const freshness = { freshMs: 300_000, staleMs: 86_400_000 }
+
+function setup (store?: CacheStore) {
+  const clock = new Clock()
+  const results: Array<[Resource, CacheState]> = []
+  const waiters: Resource[] = []
+  const errors: CacheFailure[] = []
+  const cache = new SwrCache({
+    store: store ?? new MemoryStore({ now: clock.now }),
+    now: clock.now,
+    telemetry: { cacheResult: (resource, state) => results.push([resource, state]), coalescedWaiter: (resource) => waiters.push(resource) },
+    onError: (_error, _key, failure) => errors.push(failure)
+  })
+  let calls = 0
+  let body = '"v1"'
+  let failing = false
+  let release: () => void = () => {}
+  let gate = Promise.resolve()
+  const load = async (): Promise<CacheEntry> => {
+    calls++
+    await gate
+    if (failing) throw new Error('upstream down')
+    return createEntry(200, body, clock.now(), freshness)
+  }
+  return {
+    clock,
+    cache,
+    results,
+    waiters,
+    errors,
+    load,
+    calls: () => calls,
+    setBody: (value: string) => { body = value },
+    fail: (value: boolean) => { failing = value },
+    hold: () => { gate = new Promise((resolve) => { release = resolve }) },
+    release: () => release()
+  }
+}
+
+const settle = async (): Promise<void> => await new Promise((resolve) => setImmediate(resolve))
+
+t.test('concurrent misses share one load, and the waiters are reported', async (t) => {
+  const s = setup()
+  s.hold()
+  const pending = Array.from({ length: 20 }, async () => await s.cache.get('k', 'timeline', s.load))
+  await settle()
+  s.release()
+  const served = await Promise.all(pending)
+  t.equal(s.calls(), 1)
+  t.same(new Set(served.map(({ state }) => state)), new Set(['MISS']))
+  t.equal(s.waiters.length, 19)
+  t.same(new Set(s.waiters), new Set(['timeline']))
+  t.same(s.results.length, 20)
+})
+
+t.test('a stale entry is served at once and revalidated once, in the background', async (t) => {
+  const s = setup()
+  await s.cache.get('k', 'profile', s.load)
+  s.clock.advance(301)
+  s.setBody('"v2"')
+  s.hold()
+  const stale = await Promise.all(Array.from({ length: 10 }, async () => await s.cache.get('k', 'profile', s.load)))
+  t.same(stale.map(({ state, entry }) => `${state} ${entry.body}`), Array(10).fill('STALE "v1"'))
+  t.equal(s.waiters.length, 0, 'stale readers wait for nothing')
+  s.release()
+  await settle()
+  t.equal(s.calls(), 2)
+  const fresh = await s.cache.get('k', 'profile', s.load)
+  t.equal(`${fresh.state} ${fresh.entry.body}`, 'HIT "v2"')
+  t.equal(fresh.at, s.clock.now())
+})
+
+t.test('a failed revalidation keeps the stale entry as it was and is reported', async (t) => {
+  const s = setup()
+  const { entry } = await s.cache.get('k', 'profile', s.load)
+  s.clock.advance(301)
+  s.fail(true)
+  t.equal((await s.cache.get('k', 'profile', s.load)).state, 'STALE')
+  await settle()
+  t.same(s.errors, ['revalidate'])
+  const again = await s.cache.get('k', 'profile', s.load)
+  t.equal(again.state, 'STALE')
+  t.same(again.entry, entry, 'not overwritten, not shortened')
+})
+
+t.test('a failed load with nothing cached is the caller\'s error, for every waiter', async (t) => {
+  const s = setup()
+  s.fail(true)
+  const answers = await Promise.allSettled([s.cache.get('k', 'profile', s.load), s.cache.get('k', 'profile', s.load)])
+  t.same(answers.map(({ status }) => status), ['rejected', 'rejected'])
+  t.equal(s.calls(), 1)
+})
+
+t.test('a store that cannot be read answers BYPASS, still one load per key; a failed write costs the caller nothing', async (t) => {
+  const down: CacheStore = {
+    get: async () => { throw new Error('redis is reconnecting') },
+    set: async () => { throw new Error('redis is reconnecting') },
+    markStale: async () => { throw new Error('redis is reconnecting') },
+    close: async () => {}
+  }
+  const s = setup(down)
+  s.hold()
+  const pending = Array.from({ length: 5 }, async () => await s.cache.get('k', 'profile', s.load))
+  await settle()
+  s.release()
+  const served = await Promise.all(pending)
+  t.same(served.map(({ state, entry }) => `${state} ${entry.body}`), Array(5).fill('BYPASS "v1"'))
+  t.equal(s.calls(), 1)
+  t.same(s.results.map(([, state]) => state), Array(5).fill('BYPASS'))
+  t.ok(s.errors.every((failure) => failure === 'store'))
+  await t.rejects(s.cache.markStale(['k']), /reconnecting/, 'a purge that could not happen says so')
+})
+
+t.test('freshness is shortened by at most the jitter, never lengthened', async (t) => {
+  for (const random of [0, 0.5, 0.999]) {
+    const entry = createEntry(200, '""', 1_000, freshness, () => random)
+    t.ok(entry.freshUntil <= 1_000 + freshness.freshMs)
+    t.ok(entry.freshUntil >= 1_000 + freshness.freshMs * (1 - FRESHNESS_JITTER))
+    t.equal(entry.staleUntil - entry.freshUntil, freshness.staleMs)
+  }
+  t.not(createEntry(200, '""', 0, freshness, () => 0).freshUntil, createEntry(200, '""', 0, freshness, () => 0.9).freshUntil)
+})

@@ -1,0 +1,108 @@
+import { STATUS_CODES } from 'node:http'
+import t, { type Test } from 'tap'
+import { stack } from '../helper.js'
+
+interface Example { value: { statusCode: number, code: string, error: string, message: string } }
+interface MediaType { schema: Record<string, unknown>, example?: Example['value'], examples?: Record<string, Example> }
+interface Operation {
+  parameters?: Array<{ name: string, in: string, example?: unknown }>
+  responses: Record<string, { description: string, content?: Record<string, MediaType> }>
+}
+
+/** What each data route can answer besides 200 and 304, by status: the contract's codes. */
+const lookupErrors: Record<string, string[]> = {
+  404: ['PROFILE_NOT_FOUND'],
+  429: ['RATE_LIMITED'],
+  500: ['INTERNAL_ERROR'],
+  502: ['UPSTREAM_ERROR', 'UPSTREAM_INVALID_RESPONSE', 'UPSTREAM_AUTH_FAILED'],
+  503: ['UPSTREAM_RATE_LIMITED', 'UPSTREAM_OVERLOADED', 'SERVICE_OVERLOADED'],
+  504: ['UPSTREAM_TIMEOUT']
+}
+const routes: Record<string, Record<string, string[]>> = {
+  '/profile/{username}': { 400: ['INVALID_USERNAME'], ...lookupErrors },
+  '/profile/{username}/timeline': { 400: ['INVALID_USERNAME'], ...lookupErrors },
+  '/user/{username}': { 400: ['INVALID_USERNAME', 'INVALID_FIELD'], ...lookupErrors }
+}
+
+/** OpenAPI writes one example as `example`, several as named `examples`. */
+function errorExamples (media: MediaType | undefined): Array<Example['value']> {
+  if (media?.examples !== undefined) return Object.values(media.examples).map((example) => example.value)
+  return media?.example === undefined ? [] : [media.example]
+}
+
+async function openapi (t: Test) {
+  const { app } = await stack(t)
+  const res = await app.inject('/docs/json')
+  t.equal(res.statusCode, 200)
+  return { app, document: res.json() as { openapi: string, paths: Record<string, { get: Operation }> } }
+}
+
+t.test('/docs/json is an OpenAPI document of the three routes and the operational ones', async (t) => {
+  const { document } = await openapi(t)
+  t.match(document.openapi, /^3\.1\./)
+  t.same(Object.keys(document.paths).sort(),
+    ['/healthz', '/metrics', '/profile/{username}', '/profile/{username}/timeline', '/readyz', '/user/{username}'])
+})
+
+t.test('each data route documents its parameters and its 200 body, with examples', async (t) => {
+  const { document } = await openapi(t)
+  for (const path of Object.keys(routes)) {
+    const operation = document.paths[path]?.get
+    if (operation === undefined) throw new Error(`${path} is not documented`)
+    const username = operation.parameters?.find((parameter) => parameter.name === 'username')
+    t.equal(username?.in, 'path', path)
+    t.equal(username?.example, 'alice', path)
+    const ok = JSON.stringify(operation.responses['200'])
+    t.match(ok, /"examples?":/, `${path}: the 200 body has an example`)
+    t.ok(operation.responses['304'], `${path}: 304 on a current If-None-Match`)
+  }
+  const query = document.paths['/user/{username}']?.get.parameters?.find((parameter) => parameter.name === 'query')
+  t.equal(query?.in, 'query')
+  t.match(JSON.stringify(document.paths['/user/{username}']?.get.responses['200']), /"Credits":"1\.234\.567"/)
+})
+
+t.test('every error response of every data route names each code it can carry, with its body as an example', async (t) => {
+  const { document } = await openapi(t)
+  for (const [path, statuses] of Object.entries(routes)) {
+    const responses = document.paths[path]?.get.responses ?? {}
+    t.same(Object.keys(responses).filter((status) => Number(status) >= 400).sort(), Object.keys(statuses).sort(), path)
+    for (const [status, codes] of Object.entries(statuses)) {
+      const response = responses[status]
+      const examples = errorExamples(response?.content?.['application/json'])
+      t.same(examples.map((body) => body.code), codes, `${path} ${status}`)
+      for (const body of examples) {
+        t.equal(body.statusCode, Number(status), `${path} ${status} ${body.code}`)
+        t.equal(body.error, STATUS_CODES[Number(status)], `${path} ${status} ${body.code}`)
+      }
+      for (const code of codes) t.match(response?.description, code, `${path} ${status}: the description names ${code}`)
+    }
+  }
+})
+
+t.test('documented error bodies are the ones the service sends', async (t) => {
+  const { app, document } = await openapi(t)
+  const examples = (path: string, status: string) =>
+    errorExamples(document.paths[path]?.get.responses[status]?.content?.['application/json'])
+  const badField = await app.inject('/user/alice?query=nope')
+  t.same(examples('/user/{username}', '400').find((body) => body.code === 'INVALID_FIELD'), badField.json())
+  const badName = await app.inject('/profile/a%01b')
+  t.same(examples('/profile/{username}', '400')[0], badName.json())
+})
+
+t.test('/docs serves Swagger UI, with a content security policy that lets it run', async (t) => {
+  const { app } = await stack(t)
+  const page = await app.inject('/docs')
+  t.equal(page.statusCode, 200)
+  t.match(page.headers['content-type'], /^text\/html/)
+  const csp = String(page.headers['content-security-policy'])
+  t.match(csp, /script-src 'self'/, 'its scripts may load')
+  t.match(csp, /style-src 'self'/, 'its styles may load')
+  t.notMatch(csp, /default-src 'none'/, 'not the API\'s policy, which would leave the page blank')
+  const assets = [...page.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1] ?? '')
+  t.ok(assets.includes('/docs/static/swagger-ui-bundle.js'))
+  for (const asset of assets.filter((url) => !url.includes('favicon'))) {
+    t.equal((await app.inject(asset)).statusCode, 200, asset)
+  }
+  const initializer = await app.inject('/docs/static/swagger-initializer.js')
+  t.match(initializer.body, /resolveUrl\('\.\/json'\)/, 'the UI reads /docs/json')
+})

@@ -1,0 +1,90 @@
+import { createServer } from 'node:net'
+import t from 'tap'
+import { anotherApp, stack } from '../helper.js'
+
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+t.test('past RATE_LIMIT_PER_MINUTE a client gets 429 RATE_LIMITED with Retry-After, and the upstream is not asked', async (t) => {
+  const { app, sim } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3' } })
+  for (const remaining of ['2', '1', '0']) {
+    const res = await app.inject('/profile/alice')
+    t.equal(res.statusCode, 200)
+    t.equal(res.headers['x-ratelimit-limit'], '3')
+    t.equal(res.headers['x-ratelimit-remaining'], remaining)
+  }
+  const callsBefore = sim.stats.dataCalls
+  const res = await app.inject('/profile/bob')
+  t.equal(res.statusCode, 429)
+  const retryAfter = Number(res.headers['retry-after'])
+  t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}`)
+  t.same(res.json(), { statusCode: 429, code: 'RATE_LIMITED', error: 'Too Many Requests', message: `Too many requests: retry in ${retryAfter} s` })
+  t.equal(res.headers['cache-control'], 'no-store')
+  t.equal(sim.stats.dataCalls, callsBefore, 'a refused request costs the upstream nothing')
+})
+
+t.test('health, readiness, metrics and docs are never counted nor refused', async (t) => {
+  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '1' } })
+  for (let round = 0; round < 3; round++) {
+    for (const url of ['/healthz', '/readyz', '/metrics', '/docs', '/docs/json']) {
+      const res = await app.inject(url)
+      t.equal(res.statusCode, 200, `${url} #${round + 1}`)
+      t.equal(res.headers['x-ratelimit-remaining'], undefined, url)
+    }
+  }
+  t.equal((await app.inject('/profile/alice')).statusCode, 200, 'the budget is untouched')
+  t.equal((await app.inject('/profile/alice')).statusCode, 429)
+})
+
+t.test('clients are told apart by address; X-Forwarded-For counts only with TRUST_PROXY', async (t) => {
+  const proxied = (app: Awaited<ReturnType<typeof stack>>['app'], client: string) =>
+    app.inject({ url: '/profile/alice', remoteAddress: '10.0.0.1', headers: { 'x-forwarded-for': client } })
+
+  const trusting = (await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '1', TRUST_PROXY: 'true' } })).app
+  t.equal((await proxied(trusting, '203.0.113.1')).statusCode, 200)
+  t.equal((await proxied(trusting, '203.0.113.2')).statusCode, 200, 'another client behind the same proxy has its own budget')
+  t.equal((await proxied(trusting, '203.0.113.1')).statusCode, 429)
+
+  const direct = (await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '1', TRUST_PROXY: 'false' } })).app
+  t.equal((await proxied(direct, '203.0.113.1')).statusCode, 200)
+  t.equal((await proxied(direct, '203.0.113.2')).statusCode, 429, 'a forged X-Forwarded-For does not buy a new budget')
+  const other = await direct.inject({ url: '/profile/alice', remoteAddress: '10.0.0.2' })
+  t.equal(other.statusCode, 200, 'another address has its own budget')
+})
+
+t.test('RATE_LIMIT_PER_MINUTE=0 turns the limit off', async (t) => {
+  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '0' } })
+  for (let i = 0; i < 30; i++) {
+    const res = await app.inject('/profile/alice')
+    t.equal(res.statusCode, 200)
+    t.equal(res.headers['x-ratelimit-limit'], undefined)
+  }
+})
+
+t.test('with Redis, instances share one budget per client', async (t) => {
+  const { app, config } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3', REDIS_URL } })
+  const other = await anotherApp(t, config)
+  t.equal((await app.inject('/profile/alice')).statusCode, 200)
+  t.equal((await other.inject('/profile/alice')).statusCode, 200)
+  t.equal((await app.inject('/profile/alice')).statusCode, 200)
+  const refused = await other.inject('/profile/alice')
+  t.equal(refused.statusCode, 429, 'the second instance saw the first one\'s count')
+  t.equal(refused.json().code, 'RATE_LIMITED')
+  t.equal((await app.inject('/profile/alice')).statusCode, 429)
+})
+
+t.test('with Redis unreachable, callers are not refused: the limit fails open', async (t) => {
+  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '2', REDIS_URL: `redis://127.0.0.1:${await closedPort()}` } })
+  for (let i = 0; i < 3; i++) {
+    const res = await app.inject('/profile/alice')
+    t.equal(res.statusCode, 200, `request ${i + 1}`)
+  }
+})
+
+/** A port nothing listens on (it was free a moment ago). */
+async function closedPort (): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}

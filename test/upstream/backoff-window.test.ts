@@ -1,0 +1,44 @@
+import t from 'tap'
+import { silentLog } from '../../src/upstream/log.js'
+import { BackoffWindow } from '../../src/upstream/backoff-window.js'
+import { SharedWindow } from '../../src/upstream/shared-window.js'
+import { fakeClock, recordingTelemetry } from './fakes.js'
+import { deadRedis, testRedis } from './redis-fixture.js'
+
+t.test('a window opens, counts down and closes, reported once each way', async (t) => {
+  const clock = fakeClock()
+  const telemetry = recordingTelemetry()
+  const window = new BackoffWindow({ telemetry, now: clock.now })
+  t.equal(await window.check(), 0)
+  await window.open(7_000)
+  t.equal(window.remainingMs, 7_000)
+  clock.advance(2_000)
+  t.equal(await window.check(), 5_000)
+  await window.open(1_000)
+  t.equal(window.remainingMs, 5_000, 'a shorter Retry-After does not shorten the window')
+  clock.advance(5_000)
+  t.equal(await window.check(), 0)
+  t.same(telemetry.events, ['backoff:true', 'backoff:false'])
+})
+
+t.test('with Redis, one instance\'s window holds for every instance', async (t) => {
+  const { redis, prefix } = testRedis(t)
+  const key = `${prefix}upstream:backoff`
+  const windowOf = () => new BackoffWindow({ shared: new SharedWindow(redis, key, silentLog), telemetry: recordingTelemetry() })
+  const a = windowOf()
+  const b = windowOf()
+  await a.open(30_000)
+  t.equal(b.remainingMs, 0, 'b has not asked yet')
+  const seen = await b.check()
+  t.ok(seen > 29_000 && seen <= 30_000, `b sees the window (${seen} ms)`)
+  t.ok(b.remainingMs > 29_000, 'and remembers it')
+  await b.open(1_000)
+  t.ok(await redis.pttl(key) > 29_000, 'the shared window is never shortened')
+})
+
+t.test('without Redis the window stays local and nothing fails', async (t) => {
+  const window = new BackoffWindow({ shared: new SharedWindow(deadRedis(t), 'unused', silentLog), telemetry: recordingTelemetry() })
+  await window.open(5_000)
+  const left = await window.check()
+  t.ok(left > 4_000 && left <= 5_000)
+})

@@ -1,0 +1,56 @@
+import t from 'tap'
+import { CircuitBreaker } from '../../src/upstream/circuit-breaker.js'
+import { fakeClock, recordingTelemetry } from './fakes.js'
+
+function breaker () {
+  const clock = fakeClock()
+  const telemetry = recordingTelemetry()
+  return { breaker: new CircuitBreaker({ failureThreshold: 3, openMs: 10_000, telemetry, now: clock.now }), clock, telemetry }
+}
+
+function fail (breaker: CircuitBreaker, times: number): void {
+  for (let i = 0; i < times; i++) {
+    if (breaker.tryAcquire()) breaker.record(true)
+  }
+}
+
+t.test('failures in a row open the circuit; a success in between resets the count', async (t) => {
+  const { breaker: b, telemetry } = breaker()
+  fail(b, 2)
+  t.ok(b.tryAcquire())
+  b.record(false)
+  fail(b, 2)
+  t.equal(b.state, 'closed')
+  fail(b, 1)
+  t.equal(b.state, 'open')
+  t.notOk(b.tryAcquire(), 'calls are refused while open')
+  t.same(telemetry.events, ['breaker:open'])
+})
+
+t.test('after the open period exactly one probe goes through; its success closes the circuit', async (t) => {
+  const { breaker: b, clock, telemetry } = breaker()
+  fail(b, 3)
+  clock.advance(9_999)
+  t.equal(b.retryInMs, 1)
+  t.notOk(b.tryAcquire())
+  clock.advance(1)
+  t.equal(b.state, 'half_open')
+  t.ok(b.tryAcquire(), 'the probe')
+  t.notOk(b.tryAcquire(), 'nobody else while the probe runs')
+  b.record(false)
+  t.equal(b.state, 'closed')
+  t.ok(b.tryAcquire())
+  t.same(telemetry.events, ['breaker:open', 'breaker:half_open', 'breaker:closed'])
+})
+
+t.test('a failed probe opens the circuit again for a whole period', async (t) => {
+  const { breaker: b, clock } = breaker()
+  fail(b, 3)
+  clock.advance(10_000)
+  t.ok(b.tryAcquire())
+  b.record(true)
+  t.equal(b.state, 'open')
+  t.equal(b.retryInMs, 10_000)
+  clock.advance(10_000)
+  t.ok(b.tryAcquire())
+})

@@ -1,0 +1,70 @@
+import { UPSTREAM_AUTH_FAILED } from '../../src/errors.js'
+import { noTelemetry, type Telemetry } from '../../src/telemetry.js'
+import type { UpstreamLog } from '../../src/upstream/log.js'
+import type { MintedToken } from '../../src/upstream/token-endpoint.js'
+
+/** A clock the test moves by hand. */
+export function fakeClock (start = 1_700_000_000_000): { now: () => number, advance: (ms: number) => void } {
+  let time = start
+  return { now: () => time, advance: (ms) => { time += ms } }
+}
+
+/**
+ * An identity provider in memory: counts exchanges, mints `token-1`, `token-2`, ... (or `<name>-1`), fails while
+ * `failing` is set, and holds its answers while `hold` is set (until `release()`).
+ */
+export class FakeEndpoint {
+  exchanges = 0
+  failing = false
+  lifetimeMs: number
+  readonly name: string
+  #held: Array<() => void> = []
+  hold = false
+
+  /** `name` prefixes the tokens it mints, so that two instances' tokens differ. */
+  constructor (lifetimeMs = 3_600_000, name = 'token') {
+    this.lifetimeMs = lifetimeMs
+    this.name = name
+  }
+
+  exchange = async (): Promise<MintedToken> => {
+    this.exchanges++
+    const n = this.exchanges
+    if (this.hold) await new Promise<void>((resolve) => this.#held.push(resolve))
+    if (this.failing) throw new UPSTREAM_AUTH_FAILED('the identity provider answered 500')
+    return { value: `${this.name}-${n}`, lifetimeMs: this.lifetimeMs }
+  }
+
+  release (): void {
+    this.hold = false
+    for (const resolve of this.#held.splice(0)) resolve()
+  }
+}
+
+/** Telemetry that remembers every event, in order. */
+export function recordingTelemetry (): Telemetry & { events: string[] } {
+  const events: string[] = []
+  return {
+    ...noTelemetry,
+    events,
+    tokenExchange: (outcome) => { events.push(`token:${outcome}`) },
+    upstreamCall: (resource, outcome) => { events.push(`call:${resource}:${outcome}`) },
+    backoff: (active) => { events.push(`backoff:${active}`) },
+    breaker: (state) => { events.push(`breaker:${state}`) }
+  }
+}
+
+/** A logger that keeps each line as JSON text, to assert on what operators would read. */
+export function recordingLog (): UpstreamLog & { lines: string[] } {
+  const lines: string[] = []
+  const write = (level: string) => (details: object, message: string): void => {
+    lines.push(JSON.stringify({ level, message, ...details }, (_key, value: unknown) =>
+      value instanceof Error ? { message: value.message, cause: String(value.cause) } : value))
+  }
+  return { lines, debug: write('debug'), info: write('info'), warn: write('warn') }
+}
+
+/** Lets pending promise callbacks (a background renewal) run. */
+export async function settle (): Promise<void> {
+  await new Promise((resolve) => setImmediate(resolve))
+}

@@ -1,0 +1,161 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import t from 'tap'
+import { profileOf } from '../../dev/profiles.js'
+import { BREAKER_FAILURE_THRESHOLD } from '../../src/plugins/upstream.js'
+import { MAX_RETRY_AFTER_SECONDS } from '../../src/upstream/upstream-client.js'
+import { anotherApp, stack } from '../helper.js'
+import { eventually, profiles, redisReady, tally, usernames } from './app-fixture.js'
+import { REDIS_URL } from './redis-fixture.js'
+
+// The upstream client's protections, through the whole app, counted at the simulator.
+
+t.test('429 with Retry-After in seconds opens a back-off window: no call until it ends', async (t) => {
+  const { app, sim } = await stack(t)
+  sim.failNext({ kind: 'status', status: 429, retryAfter: '1' })
+  const first = await app.inject('/profile/a1')
+  t.equal(first.statusCode, 503)
+  t.match(first.json(), { code: 'UPSTREAM_RATE_LIMITED' })
+  t.equal(first.headers['retry-after'], '1')
+  t.ok(app.upstream.backoffRemainingMs > 0)
+
+  const during = await app.inject('/profile/a2')
+  t.equal(during.statusCode, 503)
+  t.match(during.json(), { code: 'UPSTREAM_RATE_LIMITED' })
+  t.equal(during.headers['retry-after'], '1')
+  t.equal(during.headers['cache-control'], 'no-store')
+  t.equal(sim.stats.dataCalls, 1, 'nothing reached the upstream during the window')
+
+  await sleep(1_100)
+  t.equal((await app.inject('/profile/a2')).statusCode, 200, 'the window ended')
+  t.equal(sim.stats.dataCalls, 2)
+})
+
+t.test('429 with Retry-After as an HTTP date is honoured', async (t) => {
+  const { app, sim } = await stack(t)
+  sim.failNext({ kind: 'status', status: 429, retryAfter: new Date(Date.now() + 20_000).toUTCString() })
+  const first = await app.inject('/profile/a1')
+  t.equal(first.statusCode, 503)
+  const seconds = Number(first.headers['retry-after'])
+  t.ok(seconds >= 18 && seconds <= 20, `Retry-After ${seconds}`)
+  const during = await app.inject('/profile/a2')
+  t.match(during.json(), { statusCode: 503, code: 'UPSTREAM_RATE_LIMITED' })
+  t.ok(Number(during.headers['retry-after']) <= seconds)
+  t.equal(sim.stats.dataCalls, 1)
+})
+
+t.test('a Retry-After beyond the cap is capped', async (t) => {
+  const { app, sim } = await stack(t)
+  sim.failNext({ kind: 'status', status: 429, retryAfter: '86400' })
+  const res = await app.inject('/profile/a1')
+  t.equal(res.headers['retry-after'], String(MAX_RETRY_AFTER_SECONDS))
+})
+
+t.test('503 with Retry-After is a back-off like 429; 503 without it is an upstream error', async (t) => {
+  const { app, sim } = await stack(t)
+  sim.failNext({ kind: 'status', status: 503 })
+  t.match((await app.inject('/profile/a1')).json(), { statusCode: 502, code: 'UPSTREAM_ERROR' })
+  sim.failNext({ kind: 'status', status: 503, retryAfter: '9' })
+  const res = await app.inject('/profile/a2')
+  t.match(res.json(), { statusCode: 503, code: 'UPSTREAM_RATE_LIMITED' })
+  t.equal(res.headers['retry-after'], '9')
+  t.equal((await app.inject('/profile/a3')).statusCode, 503)
+  t.equal(sim.stats.dataCalls, 2)
+})
+
+t.test('with Redis, one instance\'s 429 keeps every instance from calling', async (t) => {
+  const { app, sim, config } = await stack(t, { env: { REDIS_URL } })
+  const other = await anotherApp(t, config)
+  await Promise.all([redisReady(app), redisReady(other)])
+  sim.failNext({ kind: 'status', status: 429, retryAfter: '30' })
+  t.equal((await app.inject('/profile/a1')).statusCode, 503)
+  const res = await other.inject('/profile/b1')
+  t.match(res.json(), { statusCode: 503, code: 'UPSTREAM_RATE_LIMITED' })
+  t.ok(Number(res.headers['retry-after']) > 25)
+  t.equal(sim.stats.dataCalls, 1)
+})
+
+t.test('during a back-off window a stale entry is served and not revalidated upstream', async (t) => {
+  const { app, sim } = await stack(t, { env: { PROFILE_TTL_SECONDS: '0' } })
+  t.equal((await app.inject('/profile/alice')).statusCode, 200)
+  sim.failAlways({ kind: 'status', status: 429, retryAfter: '30' })
+  const stale = await app.inject('/profile/alice')
+  t.equal(stale.statusCode, 200)
+  t.same(stale.json(), { user: profileOf('alice') })
+  t.ok(await eventually(() => app.upstream.backoffRemainingMs > 0), 'the revalidation met the 429')
+  const again = await app.inject('/profile/alice')
+  t.equal(again.statusCode, 200)
+  await sleep(50)
+  t.equal(sim.callsFor('profile', 'alice'), 2, 'no revalidation reached the upstream during the window')
+})
+
+t.test('repeated 5xx open the circuit: calls stop, and are refused at once', async (t) => {
+  const { app, sim } = await stack(t)
+  sim.failAlways({ kind: 'status', status: 500 })
+  const failures = await profiles(app, usernames(BREAKER_FAILURE_THRESHOLD))
+  t.same(tally(failures), { '502 UPSTREAM_ERROR': BREAKER_FAILURE_THRESHOLD })
+  t.equal(app.upstream.breakerState, 'open')
+  const refused = await profiles(app, usernames(10, 'later'))
+  t.same(tally(refused), { '502 UPSTREAM_ERROR': 10 })
+  t.match(refused[0]?.json(), { message: /paused after repeated failures/ })
+  t.equal(sim.stats.dataCalls, BREAKER_FAILURE_THRESHOLD, 'no call while open')
+})
+
+t.test('repeated timeouts open the circuit', async (t) => {
+  const { app, sim } = await stack(t, { env: { UPSTREAM_TIMEOUT_MS: '100' } })
+  sim.failAlways({ kind: 'hang' })
+  t.same(tally(await profiles(app, usernames(BREAKER_FAILURE_THRESHOLD))), { '504 UPSTREAM_TIMEOUT': BREAKER_FAILURE_THRESHOLD })
+  t.same(tally(await profiles(app, ['later'])), { '502 UPSTREAM_ERROR': 1 })
+  t.equal(sim.stats.dataCalls, BREAKER_FAILURE_THRESHOLD)
+})
+
+t.test('a refused connection answers 502 UPSTREAM_ERROR, and repeated ones open the circuit', async (t) => {
+  const { app } = await stack(t, { env: { UPSTREAM_BASE_URL: 'http://127.0.0.1:1' }, sim: { audience: 'http://127.0.0.1:1' } })
+  const failures = await profiles(app, usernames(BREAKER_FAILURE_THRESHOLD))
+  t.same(tally(failures), { '502 UPSTREAM_ERROR': BREAKER_FAILURE_THRESHOLD })
+  t.match(failures[0]?.json(), { message: 'The profile service failed: it could not be reached' })
+  t.equal(app.upstream.breakerState, 'open')
+})
+
+t.test('invalid answers do not open the circuit and are never cached', async (t) => {
+  const { app, sim } = await stack(t)
+  sim.failNext({ kind: 'wrong-shape' }, BREAKER_FAILURE_THRESHOLD)
+  for (let i = 0; i < BREAKER_FAILURE_THRESHOLD; i++) {
+    t.match((await app.inject('/profile/alice')).json(), { statusCode: 502, code: 'UPSTREAM_INVALID_RESPONSE' })
+  }
+  t.equal(app.upstream.breakerState, 'closed')
+  t.equal((await app.inject('/profile/alice')).statusCode, 200)
+  t.equal(sim.callsFor('profile', 'alice'), BREAKER_FAILURE_THRESHOLD + 1, 'every failure called again: nothing was cached')
+})
+
+t.test('a dropped connection is retried once; a 5xx never is', async (t) => {
+  const { app, sim } = await stack(t)
+  sim.failNext({ kind: 'reset' })
+  t.equal((await app.inject('/profile/a1')).statusCode, 200)
+  t.equal(sim.callsFor('profile', 'a1'), 2)
+
+  sim.failNext({ kind: 'reset' }, 2)
+  t.match((await app.inject('/profile/a2')).json(), { statusCode: 502, code: 'UPSTREAM_ERROR' })
+  t.equal(sim.callsFor('profile', 'a2'), 2, 'only once')
+
+  sim.failNext({ kind: 'status', status: 500 })
+  t.match((await app.inject('/profile/a3')).json(), { statusCode: 502, code: 'UPSTREAM_ERROR' })
+  t.equal(sim.callsFor('profile', 'a3'), 1)
+})
+
+t.test('UPSTREAM_TIMEOUT_MS covers the body: a trickling answer is aborted with 504', async (t) => {
+  const { app, sim } = await stack(t, { env: { UPSTREAM_TIMEOUT_MS: '300' } })
+  sim.failNext({ kind: 'trickle' })
+  const res = await app.inject('/profile/alice')
+  t.same(res.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 300 ms' })
+  t.ok(await eventually(() => sim.stats.abortedResponses === 1), 'the upstream saw the request aborted')
+  t.equal(sim.callsFor('profile', 'alice'), 1, 'a timeout is not retried')
+})
+
+t.test('requests beyond the concurrency wait in a bounded queue; a full queue answers 503', async (t) => {
+  // One slot and eight places: of 12 simultaneous lookups, 9 are served, 3 refused.
+  const { app, sim } = await stack(t, { env: { UPSTREAM_MAX_CONCURRENCY: '1' }, sim: { latencyMs: 100 } })
+  const responses = await profiles(app, usernames(12))
+  t.same(tally(responses), { 200: 9, '503 UPSTREAM_OVERLOADED': 3 })
+  t.equal(sim.stats.dataCalls, 9)
+  t.equal((await app.inject('/profile/afterwards')).statusCode, 200, 'the queue drained')
+})

@@ -1,0 +1,100 @@
+import { Redis } from 'ioredis'
+import t from 'tap'
+import { anotherApp, stack } from '../helper.js'
+import { profiles, redisReady, tally, usernames } from './app-fixture.js'
+import { REDIS_URL } from './redis-fixture.js'
+
+// Token lifecycle through the whole app, against the simulator's identity provider.
+const NO_RATE_LIMIT = { RATE_LIMIT_PER_MINUTE: '0' }
+
+t.test('200 concurrent requests with no token cause exactly one exchange', async (t) => {
+  const { app, sim } = await stack(t, { env: NO_RATE_LIMIT, sim: { tokenLatencyMs: 50 } })
+  const responses = await profiles(app, usernames(200))
+  t.same(tally(responses), { 200: 200 })
+  t.equal(sim.stats.tokenRequests, 1)
+  t.equal(sim.stats.tokensIssued, 1)
+  t.equal(sim.stats.dataCalls, 200)
+})
+
+t.test('200 concurrent 401s cause exactly one renewal', async (t) => {
+  const { app, sim, config } = await stack(t, { env: NO_RATE_LIMIT })
+  t.equal((await app.inject('/profile/warm-up')).statusCode, 200)
+  sim.revokeTokens()
+  const responses = await profiles(app, usernames(200))
+  t.same(tally(responses), { 200: 200 })
+  t.equal(sim.stats.tokensIssued, 2, 'one renewal')
+  // Tokens are taken inside a slot: only calls already in flight carried the revoked one.
+  t.ok(sim.stats.rejectedTokens <= config.UPSTREAM_MAX_CONCURRENCY, `${sim.stats.rejectedTokens} refusals`)
+  t.equal(sim.stats.dataCalls, 201 + sim.stats.rejectedTokens, 'each refused call retried once')
+})
+
+t.test('two instances on one Redis cause one exchange between them; Redis holds no plain token', async (t) => {
+  const { app, sim, config } = await stack(t, { env: { ...NO_RATE_LIMIT, REDIS_URL } })
+  const other = await anotherApp(t, config)
+  await Promise.all([redisReady(app), redisReady(other)])
+  const responses = await Promise.all([profiles(app, usernames(50, 'one')), profiles(other, usernames(50, 'two'))])
+  t.same(tally(responses.flat()), { 200: 100 })
+  t.equal(sim.stats.tokenRequests, 1)
+  t.equal(sim.stats.tokensIssued, 1)
+
+  const token = sim.stats.lastAuthorization?.replace(/^Bearer /, '') ?? ''
+  t.match(token, /^sim_/)
+  const redis = new Redis(REDIS_URL)
+  t.teardown(() => redis.quit())
+  const stored = await redis.get(`${config.CACHE_KEY_PREFIX}token`)
+  t.type(stored, 'string')
+  t.notMatch(stored, token)
+  t.notMatch(stored, 'sim_')
+  t.notMatch(stored, config.CLIENT_SECRET)
+})
+
+t.test('an identity provider slower than UPSTREAM_TIMEOUT_MS answers 502 UPSTREAM_AUTH_FAILED', async (t) => {
+  const { app, sim } = await stack(t, { env: { UPSTREAM_TIMEOUT_MS: '300' } })
+  sim.failTokenNext({ kind: 'hang' })
+  const res = await app.inject('/profile/alice')
+  t.equal(res.statusCode, 502)
+  t.same(res.json(), {
+    statusCode: 502,
+    code: 'UPSTREAM_AUTH_FAILED',
+    error: 'Bad Gateway',
+    message: 'Could not authenticate with the profile service: the identity provider did not answer within 300 ms'
+  })
+  t.equal(sim.stats.dataCalls, 0)
+})
+
+t.test('after a failed exchange, callers fail fast instead of each trying again', async (t) => {
+  const { app, sim } = await stack(t, { env: NO_RATE_LIMIT })
+  sim.failTokenNext({ kind: 'status', status: 503 })
+  t.match((await app.inject('/profile/alice')).json(), { code: 'UPSTREAM_AUTH_FAILED' })
+  // The first back-off lasts at least half a second; these all arrive within it.
+  const responses = await profiles(app, usernames(20))
+  t.same(tally(responses), { '502 UPSTREAM_AUTH_FAILED': 20 })
+  t.match(responses[0]?.json(), { message: /the identity provider is failing; next attempt in 1 s/ })
+  t.equal(sim.stats.tokenRequests, 1)
+  t.equal(app.tokens.state, 'failing')
+})
+
+t.test('neither the token nor the secret reaches a log line, a response or an error message', async (t) => {
+  const lines: string[] = []
+  const { app, sim, config } = await stack(t, {
+    env: { CLIENT_SECRET: 'very-secret-value' },
+    sim: { clientSecret: 'very-secret-value' },
+    logger: { level: 'trace', stream: { write: (line: string) => { lines.push(line) } } }
+  })
+  const bodies: string[] = []
+  bodies.push((await app.inject('/profile/a1')).body)
+  sim.revokeTokens()
+  bodies.push((await app.inject('/profile/a2')).body)
+  sim.failAlways({ kind: 'status', status: 401 })
+  bodies.push((await app.inject('/profile/a3')).body)
+  sim.failAlways(undefined)
+  sim.failTokenNext({ kind: 'status', status: 500 })
+  sim.revokeTokens()
+  bodies.push((await app.inject('/profile/a4')).body)
+
+  t.equal(sim.stats.tokensIssued, 3)
+  t.equal(lines.filter((line) => line.includes('upstream token minted')).length, 3, 'one info line per token minted')
+  const everything = [...lines, ...bodies].join('\n')
+  t.notMatch(everything, 'sim_')
+  t.notMatch(everything, config.CLIENT_SECRET)
+})

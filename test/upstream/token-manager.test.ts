@@ -1,0 +1,142 @@
+import t from 'tap'
+import { retryDelay, TokenManager, type TokenManagerOptions } from '../../src/upstream/token-manager.js'
+import { FakeEndpoint, fakeClock, recordingLog, recordingTelemetry, settle } from './fakes.js'
+
+function manager (endpoint: FakeEndpoint, options: Partial<TokenManagerOptions> = {}) {
+  const clock = fakeClock()
+  const telemetry = recordingTelemetry()
+  const log = recordingLog()
+  const tokens = new TokenManager({ endpoint, telemetry, log, lockWaitMs: 1_000, now: clock.now, random: () => 0, ...options })
+  return { tokens, clock, telemetry, log }
+}
+
+t.test('200 concurrent callers without a token cause exactly one exchange', async (t) => {
+  const endpoint = new FakeEndpoint()
+  const { tokens } = manager(endpoint)
+  const got = await Promise.all(Array.from({ length: 200 }, async () => await tokens.getToken()))
+  t.equal(endpoint.exchanges, 1)
+  t.same(new Set(got.map((token) => token.value)), new Set(['token-1']))
+})
+
+t.test('200 concurrent refusals of one token cause exactly one renewal', async (t) => {
+  const endpoint = new FakeEndpoint()
+  const { tokens } = manager(endpoint)
+  const refused = await tokens.getToken()
+  const renewed = await Promise.all(Array.from({ length: 200 }, async () => {
+    tokens.invalidate(refused)
+    return await tokens.getToken()
+  }))
+  t.equal(endpoint.exchanges, 2)
+  t.same(new Set(renewed.map((token) => token.value)), new Set(['token-2']))
+})
+
+t.test('a refusal of a token already replaced keeps the newer one', async (t) => {
+  const endpoint = new FakeEndpoint()
+  const { tokens } = manager(endpoint)
+  const first = await tokens.getToken()
+  tokens.invalidate(first)
+  t.equal((await tokens.getToken()).value, 'token-2')
+  // A call that left with the first token comes back refused after the renewal.
+  tokens.invalidate(first)
+  t.equal((await tokens.getToken()).value, 'token-2')
+  t.equal(endpoint.exchanges, 2)
+})
+
+t.test('a token is renewed in the background before it expires; callers never wait for it', async (t) => {
+  const endpoint = new FakeEndpoint(100_000)
+  const { tokens, clock } = manager(endpoint)
+  t.equal(tokens.state, 'none')
+  await tokens.getToken()
+  t.equal(tokens.state, 'held')
+  clock.advance(80_000) // renewal due at 80% of a short life
+  endpoint.hold = true
+  t.equal((await tokens.getToken()).value, 'token-1', 'the current token, while the renewal is held')
+  t.equal(tokens.state, 'renewing')
+  t.equal((await tokens.getToken()).value, 'token-1')
+  t.equal(endpoint.exchanges, 2, 'one renewal for several callers')
+  endpoint.release()
+  await settle()
+  t.equal((await tokens.getToken()).value, 'token-2')
+  t.equal(tokens.state, 'held')
+})
+
+t.test('one exchange per lifetime under steady use', async (t) => {
+  const endpoint = new FakeEndpoint(3_600_000)
+  const { tokens, clock } = manager(endpoint)
+  // A call every 10 s for ten lifetimes; each token is renewed 30 s before its hour ends.
+  let closestToExpiryMs = Infinity
+  for (let elapsed = 0; elapsed <= 36_000_000; elapsed += 10_000) {
+    const token = await tokens.getToken()
+    closestToExpiryMs = Math.min(closestToExpiryMs, token.expiresAt - clock.now())
+    await settle()
+    clock.advance(10_000)
+  }
+  t.equal(endpoint.exchanges, 11)
+  t.equal(closestToExpiryMs, 30_000, 'every token handed out had at least REFRESH_SKEW_MS to live')
+})
+
+t.test('a token at the end of its life is not handed out: callers wait for the renewal', async (t) => {
+  const endpoint = new FakeEndpoint(100_000)
+  const { tokens, clock } = manager(endpoint)
+  await tokens.getToken()
+  clock.advance(95_000) // past 90% of its life
+  t.equal((await tokens.getToken()).value, 'token-2')
+  t.equal(endpoint.exchanges, 2)
+})
+
+t.test('a failing identity provider is retried with exponential back-off, callers failing fast meanwhile', async (t) => {
+  const endpoint = new FakeEndpoint()
+  const { tokens, clock, telemetry } = manager(endpoint)
+  endpoint.failing = true
+  await t.rejects(tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED', message: /answered 500/ })
+  t.equal(tokens.state, 'failing')
+  // random() = 0: delays are half of 1 s, 2 s, 4 s.
+  for (let i = 0; i < 20; i++) await t.rejects(tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED', message: /next attempt in 1 s/ })
+  t.equal(endpoint.exchanges, 1, 'no exchange during the back-off')
+  clock.advance(500)
+  await t.rejects(tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED' })
+  t.equal(endpoint.exchanges, 2)
+  clock.advance(999)
+  await t.rejects(tokens.getToken(), { message: /next attempt in 1 s/ })
+  t.equal(endpoint.exchanges, 2, 'the second delay is twice the first')
+  clock.advance(1)
+  endpoint.failing = false
+  t.equal((await tokens.getToken()).value, 'token-3')
+  t.equal(tokens.state, 'held')
+  t.same(telemetry.events, ['token:failed', 'token:failed', 'token:minted'])
+})
+
+t.test('a failed background renewal keeps the current token until it is no longer usable', async (t) => {
+  const endpoint = new FakeEndpoint(100_000)
+  const { tokens, clock } = manager(endpoint)
+  await tokens.getToken()
+  clock.advance(80_000)
+  endpoint.failing = true
+  t.equal((await tokens.getToken()).value, 'token-1')
+  await settle()
+  t.equal(endpoint.exchanges, 2)
+  t.equal((await tokens.getToken()).value, 'token-1', 'still usable; no new attempt during the back-off')
+  t.equal(endpoint.exchanges, 2)
+  t.equal(tokens.state, 'held')
+  clock.advance(15_000) // 95 s: within 5 s of expiry, no longer usable
+  await t.rejects(tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED' })
+  t.equal(endpoint.exchanges, 3)
+  t.equal(tokens.state, 'failing')
+})
+
+t.test('retry delays double up to the cap, with jitter between half and all of the step', async (t) => {
+  t.same([1, 2, 3, 4, 5, 6, 7, 10].map((attempt) => retryDelay(attempt, 0)), [500, 1000, 2000, 4000, 8000, 15000, 15000, 15000])
+  t.equal(retryDelay(1, 1), 1000)
+  t.equal(retryDelay(20, 1), 30000)
+})
+
+t.test('each minted token is counted and logged once, without the token', async (t) => {
+  const endpoint = new FakeEndpoint()
+  const { tokens, telemetry, log } = manager(endpoint)
+  const token = await tokens.getToken()
+  await tokens.getToken()
+  t.same(telemetry.events, ['token:minted'])
+  t.equal(log.lines.length, 1)
+  t.match(JSON.parse(log.lines[0] ?? '{}'), { level: 'info', message: 'upstream token minted', lifetimeSeconds: 3600 })
+  t.notMatch(log.lines.join('\n'), token.value)
+})

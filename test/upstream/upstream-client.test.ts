@@ -1,0 +1,102 @@
+import t from 'tap'
+import { Pool } from 'undici'
+import { BackoffWindow } from '../../src/upstream/backoff-window.js'
+import { CircuitBreaker } from '../../src/upstream/circuit-breaker.js'
+import { ConcurrencyLimiter } from '../../src/upstream/concurrency-limiter.js'
+import { TokenEndpoint } from '../../src/upstream/token-endpoint.js'
+import { TokenManager } from '../../src/upstream/token-manager.js'
+import { UpstreamClient } from '../../src/upstream/upstream-client.js'
+import { profileOf } from '../../dev/profiles.js'
+import { simulator, type TestContext } from '../helper.js'
+import { fakeClock, recordingLog, recordingTelemetry } from './fakes.js'
+
+// The client as a class, with its collaborators in reach: a real simulator, a clock moved by hand.
+async function client (t: TestContext) {
+  const sim = await simulator(t)
+  const pool = new Pool(sim.url)
+  t.teardown(() => pool.close())
+  const clock = fakeClock(Date.now())
+  const telemetry = recordingTelemetry()
+  const log = recordingLog()
+  const tokens = new TokenManager({
+    endpoint: new TokenEndpoint({
+      dispatcher: pool,
+      tokenPath: '/oauth/token',
+      clientId: sim.options.clientId,
+      clientSecret: sim.options.clientSecret,
+      audience: sim.options.audience,
+      defaultTtlSeconds: 3600,
+      timeoutMs: 1_000
+    }),
+    telemetry,
+    log,
+    lockWaitMs: 1_000
+  })
+  const upstream = new UpstreamClient({
+    dispatcher: pool,
+    basePath: '',
+    tokens,
+    authScheme: 'Bearer',
+    timeoutMs: 1_000,
+    limiter: new ConcurrencyLimiter({ concurrency: 4, queueLimit: 4 }),
+    breaker: new CircuitBreaker({ failureThreshold: 2, openMs: 10_000, telemetry, now: clock.now }),
+    backoff: new BackoffWindow({ telemetry, now: clock.now }),
+    telemetry,
+    log,
+    now: clock.now
+  })
+  return { sim, upstream, clock, telemetry, log }
+}
+
+t.test('each call is reported with its outcome; each failure logged once as a warning, without the token', async (t) => {
+  const { sim, upstream, telemetry, log } = await client(t)
+  t.same(await upstream.profile('alice'), { found: true, body: { user: profileOf('alice') } })
+  t.same(await upstream.timeline('ghost-1'), { found: false })
+  sim.failNext({ kind: 'status', status: 500 })
+  await t.rejects(upstream.profile('bob'), { code: 'UPSTREAM_ERROR' })
+  t.same(telemetry.events.filter((event) => event.startsWith('call:')), ['call:profile:ok', 'call:timeline:not_found', 'call:profile:error'])
+  const warnings = log.lines.filter((line) => line.includes('"level":"warn"'))
+  t.equal(warnings.length, 1)
+  t.match(JSON.parse(warnings[0] ?? '{}'), { message: 'upstream call failed', resource: 'profile', outcome: 'error' })
+  t.notMatch(log.lines.join('\n'), 'sim_')
+})
+
+t.test('an open circuit lets one probe through after its period; success closes it', async (t) => {
+  const { sim, upstream, clock, telemetry } = await client(t)
+  sim.failAlways({ kind: 'status', status: 502 })
+  await t.rejects(upstream.profile('a1'))
+  await t.rejects(upstream.profile('a2'))
+  t.equal(upstream.breakerState, 'open')
+  await t.rejects(upstream.profile('a3'), { code: 'UPSTREAM_ERROR', message: /next try within 10 s/ })
+  t.equal(sim.stats.dataCalls, 2)
+
+  clock.advance(10_000)
+  t.equal(upstream.breakerState, 'half_open')
+  await t.rejects(upstream.profile('probe-1'), { code: 'UPSTREAM_ERROR', message: 'The profile service failed: status 502' })
+  t.equal(upstream.breakerState, 'open', 'a failed probe opens it again')
+  t.equal(sim.stats.dataCalls, 3)
+
+  clock.advance(10_000)
+  sim.failAlways(undefined)
+  const [probe, beside] = await Promise.allSettled([upstream.profile('probe-2'), upstream.profile('beside')])
+  t.equal(probe.status, 'fulfilled')
+  t.match(beside, { status: 'rejected', reason: { code: 'UPSTREAM_ERROR' } }, 'only one probe at a time')
+  t.equal(upstream.breakerState, 'closed')
+  t.equal(sim.stats.dataCalls, 4)
+  t.match(telemetry.events.filter((event) => event.startsWith('breaker:')), ['breaker:open', 'breaker:half_open', 'breaker:open', 'breaker:half_open', 'breaker:closed'])
+})
+
+t.test('the back-off window refuses calls until it ends, then calls resume', async (t) => {
+  const { sim, upstream, clock, telemetry } = await client(t)
+  sim.failNext({ kind: 'status', status: 429, retryAfter: '30' })
+  await t.rejects(upstream.profile('a1'), { code: 'UPSTREAM_RATE_LIMITED', retryAfterSeconds: 30 })
+  clock.advance(29_500)
+  await t.rejects(upstream.profile('a2'), { code: 'UPSTREAM_RATE_LIMITED', retryAfterSeconds: 1 })
+  t.equal(sim.stats.dataCalls, 1)
+  clock.advance(500)
+  t.equal(upstream.backoffRemainingMs, 0)
+  t.match(await upstream.profile('a3'), { found: true })
+  t.same(telemetry.events.filter((event) => /^(call|backoff):/.test(event)), [
+    'backoff:true', 'call:profile:rate_limited', 'call:profile:short_circuited', 'backoff:false', 'call:profile:ok'
+  ])
+})
