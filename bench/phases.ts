@@ -1,0 +1,128 @@
+import { performance } from 'node:perf_hooks'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Pool } from 'undici'
+import type { RunningChild } from './processes.js'
+import type { BenchResults } from './report.js'
+import { connectionsTo, countBy, simulatorCounts, stream, timedGet, type Timed } from './requests.js'
+import { socketBurst } from './socket-burst.js'
+import { percentile } from './stats.js'
+import { seededRandom, zipfSampler } from './zipf.js'
+
+/** The same request mix on every run. */
+const ZIPF_SEED = 20_240_606
+const WARM_CONCURRENCY = 10
+const SHED_RETRIES = 10
+const SHED_RETRY_PAUSE_MS = 1_000
+
+/**
+ * `requests` concurrent requests for one username nobody asked for yet, spread evenly over `instances`
+ * that share a cache. Each instance first answers a username of its own, so its token and upstream
+ * connection are warm and only the username is cold.
+ */
+export async function shelter (
+  { instances, simulatorUrl, requests, username }: { instances: RunningChild[], simulatorUrl: string, requests: number, username: string }
+): Promise<Omit<BenchResults['shelter'], 'floorP50Ms' | 'floorP99Ms'>> {
+  for (const [index, instance] of instances.entries()) {
+    const pool = connectionsTo(instance.url, 1)
+    const warm = await timedGet(pool, `/profile/${username}-warm-up-${index}`).finally(async () => await pool.close())
+    if (warm.status !== 200) throw new Error(`${instance.name} answered ${warm.status} ${warm.body.slice(0, 300)} to its warm-up request`)
+  }
+  const results = await socketBurst(instances.map((instance) => instance.port), `/profile/${encodeURIComponent(username)}`, requests)
+  const counts = await simulatorCounts(simulatorUrl)
+  const latencies = results.map((result) => result.ms)
+  return {
+    requests,
+    instances: instances.length,
+    upstreamCalls: counts.calls[`profile:${username}`] ?? 0,
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
+    statuses: countBy(results, (result) => String(result.status)),
+    xCache: countBy(results, (result) => result.xCache ?? 'none')
+  }
+}
+
+/**
+ * The same burst against bare Fastify instances (as many as the shelter had) holding each request for
+ * the upstream latency: the floor.
+ */
+export async function shelterFloor (bares: RunningChild[], requests: number): Promise<{ floorP50Ms: number, floorP99Ms: number }> {
+  const results = await socketBurst(bares.map((bare) => bare.port), '/slow/profile/anyone', requests)
+  const failed = results.filter((result) => result.status !== 200).length
+  if (failed > 0) throw new Error(`bare Fastify failed ${failed} of the floor burst's requests`)
+  const latencies = results.map((result) => result.ms)
+  return { floorP50Ms: percentile(latencies, 50), floorP99Ms: percentile(latencies, 99) }
+}
+
+/**
+ * A Zipf-distributed stream of profile views over `usernames` usernames, against an instance that has
+ * served nothing yet. Nothing else calls the upstream meanwhile, so the simulator's counters over the
+ * phase belong to it.
+ */
+export async function zipfMix (
+  { service, simulatorUrl, requests, usernames, exponent, concurrency }:
+  { service: RunningChild, simulatorUrl: string, requests: number, usernames: number, exponent: number, concurrency: number }
+): Promise<BenchResults['zipf']> {
+  const sample = zipfSampler(usernames, exponent, seededRandom(ZIPF_SEED))
+  const names = Array.from({ length: requests }, () => `zipf-${sample()}`)
+  const pool = connectionsTo(service.url, concurrency)
+  try {
+    const before = await simulatorCounts(simulatorUrl)
+    const started = performance.now()
+    const results = await stream(pool, names.map((name) => `/profile/${name}`), concurrency)
+    const seconds = (performance.now() - started) / 1000
+    const after = await simulatorCounts(simulatorUrl)
+    const calledTwice = Object.entries(after.calls).filter(([key, calls]) => key.startsWith('profile:zipf-') && calls > 1)
+    return {
+      requests,
+      usernames,
+      exponent,
+      distinctRequested: new Set(names).size,
+      upstreamCalls: after.dataCalls - before.dataCalls,
+      usernamesCalledTwice: calledTwice.length,
+      tokenExchanges: after.tokenRequests - before.tokenRequests,
+      statuses: countBy(results, (result) => String(result.status)),
+      seconds
+    }
+  } finally {
+    await pool.close()
+  }
+}
+
+/**
+ * Loads every path into the service's cache, then checks that a second request for each is a 200 HIT:
+ * the hit-path rounds measure hits only. Returns the bodies served.
+ */
+export async function warm (service: RunningChild, paths: string[]): Promise<string[]> {
+  const pool = connectionsTo(service.url, WARM_CONCURRENCY)
+  try {
+    const first = await notShed(pool, paths)
+    const failed = first.filter((result) => result.status !== 200)
+    if (failed.length > 0) {
+      throw new Error(`${service.name}: ${failed.length} warm-up requests failed (${JSON.stringify(countBy(failed, (result) => String(result.status)))}), e.g. ${failed[0]?.body.slice(0, 300)}`)
+    }
+    const second = await notShed(pool, paths)
+    const notHits = second.filter((result) => result.status !== 200 || result.xCache !== 'HIT')
+    if (notHits.length > 0) {
+      throw new Error(`${service.name}: ${notHits.length} of ${paths.length} warmed paths were not a 200 HIT (${JSON.stringify(countBy(notHits, (result) => `${result.status} ${result.xCache ?? 'none'}`))})`)
+    }
+    return second.map((result) => result.body)
+  } finally {
+    await pool.close()
+  }
+}
+
+/**
+ * Requests every path, asking again (a bounded number of times, a second apart) for those the service
+ * shed with 503: after a load phase, an instance may refuse requests until its load sample clears.
+ */
+async function notShed (pool: Pool, paths: string[]): Promise<Timed[]> {
+  const results = await stream(pool, paths, WARM_CONCURRENCY)
+  for (let pass = 1; pass <= SHED_RETRIES; pass++) {
+    const shed = results.flatMap((result, index) => result.status === 503 ? [index] : [])
+    if (shed.length === 0) break
+    await sleep(SHED_RETRY_PAUSE_MS)
+    const retried = await stream(pool, shed.map((index) => paths[index] as string), WARM_CONCURRENCY)
+    shed.forEach((index, position) => { results[index] = retried[position] as Timed })
+  }
+  return results
+}

@@ -1,0 +1,161 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { closeSync, openSync, readFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
+import { createServer, type AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { request } from 'undici'
+
+/** Everything the benchmark starts listens on loopback only. */
+export const HOST = '127.0.0.1'
+
+const READY_TIMEOUT_MS = 30_000
+const READY_POLL_MS = 100
+/** SIGTERM, then this long for a graceful close (a --cpu-prof child writes its profile then), then SIGKILL. */
+const STOP_GRACE_MS = 15_000
+const PORT_ATTEMPTS = 3
+
+class PortTaken extends Error {}
+
+export interface ChildSpec {
+  name: string
+  /** Arguments to `node`, run from the repository root, e.g. `['dist/server.js']`. */
+  args: string[]
+  /** The child's whole environment, given the port it is to listen on. */
+  env: (port: number) => Record<string, string>
+  /** Polled until it answers 200; the child counts as started then. */
+  readyPath: string
+}
+
+export interface RunningChild {
+  name: string
+  pid: number
+  port: number
+  url: string
+  /** Resident set size in bytes, read from /proc (Linux); undefined elsewhere. */
+  rss: () => number | undefined
+  stop: () => Promise<void>
+}
+
+/** A port the kernel just handed out on loopback, released for the child to take. */
+export async function freePort (): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, HOST, resolve)
+  })
+  const { port } = server.address() as AddressInfo
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}
+
+/**
+ * The children of one benchmark run, each in its own process. Whatever happens to the run (an error, a
+ * timeout, Ctrl-C), `stopAll` ends every one of them; `killAllNow` is the synchronous last resort for
+ * the parent's `exit` event.
+ */
+export class ProcessGroup {
+  readonly #children = new Set<ChildProcess>()
+  readonly #root: string
+  readonly #logDir: string
+
+  /** `logDir` receives each child's stderr (start-up failures); stdout, the request log, is discarded. */
+  constructor ({ root, logDir }: { root: string, logDir: string }) {
+    this.#root = root
+    this.#logDir = logDir
+  }
+
+  /**
+   * Starts the child on a free port. Between the moment a port is found free and the moment the child
+   * binds it, another process on a busy machine may take it: then the child is started again on
+   * another port, a bounded number of times.
+   */
+  async start (spec: ChildSpec): Promise<RunningChild> {
+    for (let attempt = 1; attempt <= PORT_ATTEMPTS; attempt++) {
+      try {
+        return await this.#startOnce(spec, await freePort())
+      } catch (error) {
+        if (!(error instanceof PortTaken)) throw error
+      }
+    }
+    throw new Error(`${spec.name} did not start: the free port it was given was taken ${PORT_ATTEMPTS} times`)
+  }
+
+  async #startOnce (spec: ChildSpec, port: number): Promise<RunningChild> {
+    const logPath = join(this.#logDir, `${spec.name}.stderr.log`)
+    const stderr = openSync(logPath, 'w')
+    const child = spawn(process.execPath, spec.args, {
+      cwd: this.#root,
+      env: spec.env(port),
+      stdio: ['ignore', 'ignore', stderr]
+    })
+    closeSync(stderr)
+    this.#children.add(child)
+    const exited = new Promise<void>((resolve) => child.once('exit', () => {
+      this.#children.delete(child)
+      resolve()
+    }))
+    const url = `http://${HOST}:${port}`
+    try {
+      await waitReady(`${url}${spec.readyPath}`, exited)
+    } catch (error) {
+      await stopChild(child, exited)
+      const log = await readFile(logPath, 'utf8').catch(() => '')
+      if (log.includes('EADDRINUSE')) throw new PortTaken()
+      throw new Error(`${spec.name} did not start: ${(error as Error).message}\n${log.slice(-2_000)}`)
+    }
+    const pid = child.pid as number
+    return {
+      name: spec.name,
+      pid,
+      port,
+      url,
+      rss: () => residentBytes(pid),
+      stop: async () => await stopChild(child, exited)
+    }
+  }
+
+  async stopAll (): Promise<void> {
+    await Promise.all([...this.#children].map(async (child) => {
+      await stopChild(child, new Promise((resolve) => child.once('exit', () => resolve())))
+    }))
+  }
+
+  killAllNow (): void {
+    for (const child of this.#children) child.kill('SIGKILL')
+  }
+}
+
+async function waitReady (url: string, exited: Promise<void>): Promise<void> {
+  let gone = false
+  exited.then(() => { gone = true }, () => {})
+  const deadline = Date.now() + READY_TIMEOUT_MS
+  while (Date.now() < deadline) {
+    if (gone) throw new Error('the process exited')
+    const status = await request(url, { headersTimeout: 1_000, bodyTimeout: 1_000 })
+      .then(async (response) => { await response.body.dump(); return response.statusCode }, () => 0)
+    if (status === 200) return
+    await sleep(READY_POLL_MS)
+  }
+  throw new Error(`no 200 from ${url} within ${READY_TIMEOUT_MS} ms`)
+}
+
+async function stopChild (child: ChildProcess, exited: Promise<void>): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  child.kill('SIGTERM')
+  // Unreferenced: a child that exits at once must not leave the parent waiting out the grace period.
+  const timer = sleep(STOP_GRACE_MS, 'timeout' as const, { ref: false })
+  if (await Promise.race([exited.then(() => 'exited' as const), timer]) === 'timeout') {
+    child.kill('SIGKILL')
+    await exited
+  }
+}
+
+function residentBytes (pid: number): number | undefined {
+  try {
+    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return match?.[1] === undefined ? undefined : Number(match[1]) * 1024
+  } catch {
+    return undefined
+  }
+}

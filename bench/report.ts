@@ -1,0 +1,249 @@
+import type { RoundResult } from './load.js'
+import { median } from './stats.js'
+
+/** The issue's targets (issue 6), in one place. */
+export const GOALS = {
+  redisMinThroughputRatio: 0.85,
+  redisMaxP99Ratio: 1.5,
+  memoryMinThroughputRatio: 0.9,
+  shelterUpstreamCalls: 1,
+  shelterMedianSlackMs: 10,
+  zipfTokenExchanges: 1,
+  maxRssBytes: 200 * 1024 * 1024
+} as const
+
+/** One target's rounds, and their medians: the figures the table shows. */
+export interface TargetSummary {
+  label: string
+  rounds: RoundResult[]
+  requestsPerSecond: number
+  p50Ms: number
+  p99Ms: number
+  errors: number
+  non2xx: number
+  responses: number
+  statusCodes: Record<string, number>
+  xCache: Record<string, number>
+}
+
+export function summarize (label: string, rounds: RoundResult[]): TargetSummary {
+  const total = (pick: (round: RoundResult) => Record<string, number>): Record<string, number> => {
+    const counts: Record<string, number> = {}
+    for (const round of rounds) for (const [value, n] of Object.entries(pick(round))) counts[value] = (counts[value] ?? 0) + n
+    return counts
+  }
+  const sum = (pick: (round: RoundResult) => number): number => rounds.reduce((total, round) => total + pick(round), 0)
+  return {
+    label,
+    rounds,
+    requestsPerSecond: median(rounds.map((round) => round.requestsPerSecond)),
+    p50Ms: median(rounds.map((round) => round.p50Ms)),
+    p99Ms: median(rounds.map((round) => round.p99Ms)),
+    errors: sum((round) => round.errors),
+    non2xx: sum((round) => round.non2xx),
+    responses: sum((round) => round.responses),
+    statusCodes: total((round) => round.statusCodes),
+    xCache: total((round) => round.xCache)
+  }
+}
+
+export interface BenchResults {
+  machine: { date: string, commit: string, cores: number, cpuModel: string, node: string, platform: string, loadAverage: number[] }
+  settings: {
+    upstreamLatencyMs: number
+    connections: number
+    rounds: number
+    roundSeconds: number
+    logLevel: string
+    warmedUsernames: number
+    /** Type errors tsc reported while building what was measured (0 for a clean tree). */
+    buildTypeErrors: number
+  }
+  hit: { bare: TargetSummary, redis: TargetSummary, memory: TargetSummary }
+  shelter: {
+    requests: number
+    instances: number
+    upstreamCalls: number
+    p50Ms: number
+    p99Ms: number
+    statuses: Record<string, number>
+    xCache: Record<string, number>
+    /** The same burst against as many bare Fastify instances, holding each request for the upstream latency. */
+    floorP50Ms: number
+    floorP99Ms: number
+  }
+  zipf: {
+    requests: number
+    usernames: number
+    exponent: number
+    distinctRequested: number
+    upstreamCalls: number
+    usernamesCalledTwice: number
+    tokenExchanges: number
+    statuses: Record<string, number>
+    seconds: number
+  }
+  memory: { serviceRssBytes: number | undefined }
+}
+
+export interface Verdict {
+  target: string
+  goal: string
+  measured: string
+  /** undefined: could not be measured here (e.g. no /proc). */
+  pass: boolean | undefined
+}
+
+/** Every target of the issue against this run's figures. A hit path only counts if every answer was a 200 HIT. */
+export function verdicts (results: BenchResults): Verdict[] {
+  const { hit, shelter, zipf, memory, settings } = results
+  const ratio = (target: TargetSummary): number => target.requestsPerSecond / hit.bare.requestsPerSecond
+  const p99Ratio = hit.redis.p99Ms / hit.bare.p99Ms
+  const shelterLimitMs = settings.upstreamLatencyMs + GOALS.shelterMedianSlackMs
+  const shelterAllOk = (shelter.statuses['200'] ?? 0) === shelter.requests
+  const zipfAllOk = (zipf.statuses['200'] ?? 0) === zipf.requests
+  return [
+    {
+      target: 'Hit path, Redis: throughput',
+      goal: `>= ${GOALS.redisMinThroughputRatio}x bare`,
+      measured: `${times(ratio(hit.redis))}${hitCaveat(hit.redis)}`,
+      pass: ratio(hit.redis) >= GOALS.redisMinThroughputRatio && cleanHits(hit.redis)
+    },
+    {
+      target: 'Hit path, Redis: p99 latency',
+      goal: `<= ${GOALS.redisMaxP99Ratio}x bare`,
+      measured: `${times(p99Ratio)} (${ms(hit.redis.p99Ms)} vs ${ms(hit.bare.p99Ms)})${hitCaveat(hit.redis)}`,
+      pass: p99Ratio <= GOALS.redisMaxP99Ratio && cleanHits(hit.redis)
+    },
+    {
+      target: 'Hit path, in-process store: throughput',
+      goal: `>= ${GOALS.memoryMinThroughputRatio}x bare`,
+      measured: `${times(ratio(hit.memory))}${hitCaveat(hit.memory)}`,
+      pass: ratio(hit.memory) >= GOALS.memoryMinThroughputRatio && cleanHits(hit.memory)
+    },
+    {
+      target: `Shelter: upstream calls, ${count(shelter.requests)} concurrent cold requests over ${shelter.instances} instances`,
+      goal: `${GOALS.shelterUpstreamCalls}`,
+      measured: `${shelter.upstreamCalls}`,
+      pass: shelter.upstreamCalls === GOALS.shelterUpstreamCalls
+    },
+    {
+      target: 'Shelter: median waiter latency',
+      goal: `<= ${ms(shelterLimitMs)} (upstream ${ms(settings.upstreamLatencyMs)} + ${GOALS.shelterMedianSlackMs})`,
+      measured: `${ms(shelter.p50Ms)} (p99 ${ms(shelter.p99Ms)}; floor ${ms(shelter.floorP50Ms)})${shelterAllOk ? '' : `, statuses ${statuses(shelter.statuses)}`}`,
+      pass: shelter.p50Ms <= shelterLimitMs && shelterAllOk
+    },
+    {
+      target: `Zipf mix: upstream calls vs distinct usernames (${count(zipf.requests)} requests)`,
+      goal: 'equal',
+      measured: `${count(zipf.upstreamCalls)} vs ${count(zipf.distinctRequested)}${zipfAllOk ? '' : `, statuses ${statuses(zipf.statuses)}`}`,
+      pass: zipf.upstreamCalls === zipf.distinctRequested && zipfAllOk
+    },
+    {
+      target: 'Zipf mix: token exchanges',
+      goal: `${GOALS.zipfTokenExchanges}`,
+      measured: `${zipf.tokenExchanges}`,
+      pass: zipf.tokenExchanges === GOALS.zipfTokenExchanges
+    },
+    {
+      target: 'Memory: RSS after the Zipf run, in-process store',
+      goal: `< ${mib(GOALS.maxRssBytes)}`,
+      measured: memory.serviceRssBytes === undefined ? 'n/a (no /proc)' : mib(memory.serviceRssBytes),
+      pass: memory.serviceRssBytes === undefined ? undefined : memory.serviceRssBytes < GOALS.maxRssBytes
+    }
+  ]
+}
+
+export function renderReport (results: BenchResults): string {
+  const { machine, settings, hit, shelter, zipf, memory } = results
+  const targets = [hit.bare, hit.redis, hit.memory]
+  const lines = [
+    '# Benchmark: latest run',
+    '',
+    `${machine.date} · commit ${machine.commit} · ${machine.cores} cores (${machine.cpuModel}) · Node ${machine.node} · ${machine.platform}` +
+      ` · load average at start ${machine.loadAverage.map((load) => load.toFixed(2)).join(' / ')}`,
+    '',
+    `Upstream simulator latency ${ms(settings.upstreamLatencyMs)}. Hit path: ${settings.rounds} rounds of ${settings.roundSeconds} s per target,` +
+      ` ${settings.connections} connections, targets interleaved (${targets.map((target) => target.label).join(' → ')}, repeated),` +
+      ` ${settings.warmedUsernames} warmed usernames on \`GET /profile/:username\`. The service is built and run as \`node dist/server.js\`` +
+      ` at LOG_LEVEL=${settings.logLevel}${settings.buildTypeErrors === 0 ? '' : ` (built with ${settings.buildTypeErrors} type errors)`}.` +
+      ' Load generator and servers share the same cores, and so do other jobs on a shared machine: compare ratios within one run, not figures across runs.',
+    '',
+    '## Hit path (medians over the rounds)',
+    '',
+    '| target | req/s | p50 | p99 | errors | non-2xx | X-Cache | req/s vs bare | p99 vs bare |',
+    '|---|---:|---:|---:|---:|---:|---|---:|---:|',
+    ...targets.map((target) => `| ${target.label} | ${count(Math.round(target.requestsPerSecond))} | ${ms(target.p50Ms)} | ${ms(target.p99Ms)}` +
+      ` | ${target.errors} | ${nonSuccess(target)} | ${shares(target.xCache, target.responses)}` +
+      ` | ${times(target.requestsPerSecond / hit.bare.requestsPerSecond)} | ${times(target.p99Ms / hit.bare.p99Ms)} |`),
+    '',
+    `| round | ${targets.map((target) => `${target.label} req/s`).join(' | ')} |`,
+    `|---:|${targets.map(() => '---:').join('|')}|`,
+    ...hit.bare.rounds.map((_round, index) =>
+      `| ${index + 1} | ${targets.map((target) => count(Math.round(target.rounds[index]?.requestsPerSecond ?? Number.NaN))).join(' | ')} |`),
+    '',
+    '## Shelter and memory',
+    '',
+    '| measure | value |',
+    '|---|---:|',
+    `| concurrent requests for one cold username, over ${shelter.instances} instances sharing Redis | ${count(shelter.requests)} |`,
+    `| upstream calls for it | ${shelter.upstreamCalls} |`,
+    `| waiters' latency, p50 / p99 | ${ms(shelter.p50Ms)} / ${ms(shelter.p99Ms)} |`,
+    `| their statuses / X-Cache | ${statuses(shelter.statuses)} / ${statuses(shelter.xCache)} |`,
+    `| floor: the same burst against ${shelter.instances} bare Fastify instances holding each request ${ms(settings.upstreamLatencyMs)}, p50 / p99` +
+      ` | ${ms(shelter.floorP50Ms)} / ${ms(shelter.floorP99Ms)} |`,
+    `| what the service adds over that floor at the median | ${ms(shelter.p50Ms - shelter.floorP50Ms)} |`,
+    `| Zipf mix (s = ${zipf.exponent}) over ${count(zipf.usernames)} usernames from cold, in-process store: requests | ${count(zipf.requests)} in ${zipf.seconds.toFixed(1)} s |`,
+    `| distinct usernames requested / upstream calls | ${count(zipf.distinctRequested)} / ${count(zipf.upstreamCalls)} |`,
+    `| usernames the upstream was asked for more than once | ${zipf.usernamesCalledTwice} |`,
+    `| token exchanges during the mix / statuses | ${zipf.tokenExchanges} / ${statuses(zipf.statuses)} |`,
+    `| RSS of the service (in-process store) after the mix | ${memory.serviceRssBytes === undefined ? 'n/a' : mib(memory.serviceRssBytes)} |`,
+    '',
+    '## Targets (issue 6)',
+    '',
+    '| target | goal | measured | result |',
+    '|---|---|---|---|',
+    ...verdicts(results).map((verdict) =>
+      `| ${verdict.target} | ${verdict.goal} | ${verdict.measured} | ${verdict.pass === undefined ? 'n/a' : verdict.pass ? 'PASS' : 'MISS'} |`),
+    ''
+  ]
+  return lines.join('\n')
+}
+
+function cleanHits (target: TargetSummary): boolean {
+  return target.errors === 0 && target.non2xx === 0 && (target.xCache.HIT ?? 0) === target.responses
+}
+
+function hitCaveat (target: TargetSummary): string {
+  return cleanHits(target) ? '' : `, but not every answer was a 200 HIT (${statuses(target.xCache)}; ${target.errors} errors; non-2xx ${nonSuccess(target)})`
+}
+
+/** The non-2xx count with its status codes, e.g. `12 (503: 12)`. */
+function nonSuccess (target: TargetSummary): string {
+  const codes = Object.fromEntries(Object.entries(target.statusCodes).filter(([code]) => !code.startsWith('2')))
+  return target.non2xx === 0 ? '0' : `${count(target.non2xx)} (${statuses(codes)})`
+}
+
+function times (value: number): string {
+  return `${value.toFixed(2)}x`
+}
+
+function ms (value: number): string {
+  return `${value < 10 ? value.toFixed(2) : value.toFixed(1)} ms`
+}
+
+function mib (bytes: number): string {
+  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+}
+
+function count (value: number): string {
+  return Number.isNaN(value) ? 'n/a' : value.toLocaleString('en-US')
+}
+
+function statuses (counts: Record<string, number>): string {
+  return Object.entries(counts).map(([value, n]) => `${value}: ${count(n)}`).join(', ') || 'none'
+}
+
+function shares (counts: Record<string, number>, total: number): string {
+  return Object.entries(counts).map(([value, n]) => `${value} ${((n / total) * 100).toFixed(n === total ? 0 : 2)}%`).join(', ')
+}

@@ -1,0 +1,153 @@
+import { execFileSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { arch, cpus, loadavg, platform, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { buildService } from './build.js'
+import { runRound, stopRunningLoad, type RoundResult } from './load.js'
+import { shelter, shelterFloor, warm, zipfMix } from './phases.js'
+import { ProcessGroup } from './processes.js'
+import { deleteKeysUnder, assertRedisReachable } from './redis-keys.js'
+import { integerSetting } from './settings.js'
+import { renderReport, summarize, type BenchResults, type TargetSummary } from './report.js'
+import { startBare, startService, startSimulator } from './targets.js'
+
+// `npm run bench`: one run, on this machine, of everything issue 6 asks to measure. See README "Benchmark".
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const RESULT_FILE = join(ROOT, 'bench/results/latest.md')
+
+const settings = {
+  upstreamLatencyMs: integerSetting('SIM_LATENCY_MS', 50, 0, 1_000),
+  rounds: integerSetting('BENCH_ROUNDS', 5, 1, 20),
+  roundSeconds: integerSetting('BENCH_ROUND_SECONDS', 5, 1, 30),
+  connections: integerSetting('BENCH_CONNECTIONS', 50, 1, 500),
+  logLevel: process.env.BENCH_LOG_LEVEL ?? 'info',
+  redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+  warmedUsernames: 100,
+  warmUpSeconds: 2,
+  shelterRequests: 1_000,
+  zipf: { requests: 20_000, usernames: 10_000, exponent: 1.1, concurrency: 64 }
+}
+/** Start-up, shelter and Zipf take well under three minutes on a busy 2-core machine; the rounds are counted. */
+const DEADLINE_MS = 180_000 + 1_500 * settings.roundSeconds * 3 * (settings.rounds + 1)
+
+const runId = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`
+const keyPrefix = `pbff-bench:${runId}:`
+const logDir = mkdtempSync(join(tmpdir(), 'pbff-bench-'))
+const group = new ProcessGroup({ root: ROOT, logDir })
+
+process.on('exit', () => group.killAllNow())
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => { abort(`${signal}: stopping`, 130).catch(() => process.exit(130)) })
+setTimeout(() => { abort(`the run took longer than ${DEADLINE_MS / 1000} s: stopping`, 1).catch(() => process.exit(1)) }, DEADLINE_MS).unref()
+
+try {
+  const results = await bench()
+  const report = renderReport(results)
+  writeFileSync(RESULT_FILE, report)
+  process.stdout.write(`\n${report}\nwritten to bench/results/latest.md\n`)
+  rmSync(logDir, { recursive: true, force: true })
+} catch (error) {
+  process.stderr.write(`bench failed: ${(error as Error).stack ?? String(error)}\nchildren's stderr: ${logDir}\n`)
+  process.exitCode = 1
+} finally {
+  await group.stopAll()
+  const deleted = await deleteKeysUnder(settings.redisUrl, keyPrefix).catch(() => 0)
+  log(`stopped every process; removed ${deleted} Redis keys under ${keyPrefix}`)
+}
+// Nothing of ours is left running: leave now rather than wait for idle keep-alive sockets to time out.
+process.exit()
+
+async function bench (): Promise<BenchResults> {
+  const machine = machineInfo()
+  await assertRedisReachable(settings.redisUrl)
+  log('building the service (tsc -p tsconfig.build.json)')
+  const buildTypeErrors = buildService(ROOT, log)
+  log(`run ${runId}: starting the simulator (${settings.upstreamLatencyMs} ms) and three service instances`)
+  const simulator = await startSimulator(group, settings.upstreamLatencyMs)
+  const redis = { url: settings.redisUrl, keyPrefix }
+  const [redisA, redisB, memory] = await Promise.all([
+    startService(group, { name: 'service-redis-a', simulator, logLevel: settings.logLevel, redis }),
+    startService(group, { name: 'service-redis-b', simulator, logLevel: settings.logLevel, redis }),
+    startService(group, { name: 'service-memory', simulator, logLevel: settings.logLevel })
+  ])
+
+  log(`shelter: ${settings.shelterRequests} concurrent requests for one cold username over two instances`)
+  const shelterResult = await shelter({ instances: [redisA, redisB], simulatorUrl: simulator.url, requests: settings.shelterRequests, username: `shelter-${runId}` })
+  await redisB.stop()
+
+  log(`Zipf mix: ${settings.zipf.requests} requests over ${settings.zipf.usernames} usernames, in-process store, from cold`)
+  const zipfResult = await zipfMix({ service: memory, simulatorUrl: simulator.url, ...settings.zipf })
+  const serviceRssBytes = memory.rss()
+
+  const paths = Array.from({ length: settings.warmedUsernames }, (_, index) => `/profile/hit-${index}`)
+  log(`warming ${paths.length} usernames on both stores`)
+  const [bodies] = await Promise.all([warm(memory, paths), warm(redisA, paths)])
+  const bareOptions = { body: medianLengthBody(bodies), delayMs: settings.upstreamLatencyMs }
+  const [bare, secondBare] = await Promise.all([startBare(group, bareOptions), startBare(group, { ...bareOptions, name: 'bare-fastify-b' })])
+  log('shelter floor: the same burst against two bare Fastify instances holding each request for the upstream latency')
+  const floor = await shelterFloor([bare, secondBare], settings.shelterRequests)
+  await secondBare.stop()
+
+  const targets = { bare: { label: 'bare Fastify', url: bare.url }, redis: { label: 'service, Redis', url: redisA.url }, memory: { label: 'service, in-process', url: memory.url } }
+  const order = [targets.bare, targets.redis, targets.memory]
+  const rounds = new Map(order.map((target): [string, RoundResult[]] => [target.label, []]))
+  const load = { connections: settings.connections, seconds: settings.roundSeconds }
+  for (const target of order) await runRound(target.url, paths, { ...load, seconds: settings.warmUpSeconds })
+  for (let round = 1; round <= settings.rounds; round++) {
+    for (const target of order) {
+      const result = await runRound(target.url, paths, load)
+      rounds.get(target.label)?.push(result)
+      log(`round ${round}/${settings.rounds} ${target.label}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms.toFixed(2)} ms`)
+    }
+  }
+  const summary = (target: { label: string }): TargetSummary => summarize(target.label, rounds.get(target.label) ?? [])
+  const { upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames } = settings
+  return {
+    machine,
+    settings: { upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames, buildTypeErrors },
+    hit: { bare: summary(targets.bare), redis: summary(targets.redis), memory: summary(targets.memory) },
+    shelter: { ...shelterResult, ...floor },
+    zipf: zipfResult,
+    memory: { serviceRssBytes }
+  }
+}
+
+async function abort (reason: string, exitCode: number): Promise<void> {
+  log(reason)
+  stopRunningLoad()
+  await group.stopAll()
+  await deleteKeysUnder(settings.redisUrl, keyPrefix).catch(() => 0)
+  process.exit(exitCode)
+}
+
+/** The bare app answers one body for every username: the warmed body of median size. */
+function medianLengthBody (bodies: string[]): string {
+  const sorted = [...bodies].sort((a, b) => a.length - b.length)
+  return sorted[sorted.length >> 1] ?? '{}'
+}
+
+function machineInfo (): BenchResults['machine'] {
+  return {
+    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    commit: git(['rev-parse', '--short', 'HEAD']) + (git(['status', '--porcelain']) === '' ? '' : ' (with uncommitted changes)'),
+    cores: cpus().length,
+    cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
+    node: process.version,
+    platform: `${platform()} ${arch()}`,
+    loadAverage: loadavg()
+  }
+}
+
+function git (args: string[]): string {
+  try {
+    return execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+  } catch {
+    return 'unknown'
+  }
+}
+
+function log (line: string): void {
+  process.stdout.write(`[bench] ${line}\n`)
+}

@@ -1,0 +1,86 @@
+import { ConfigSchema } from '../src/config.js'
+import { SERVER_ENTRY } from './build.js'
+import { HOST, type ProcessGroup, type RunningChild } from './processes.js'
+
+/** The simulator's default credentials; the service is given the same ones. */
+const CLIENT_ID = 'dev-client'
+const CLIENT_SECRET = 'dev-secret'
+
+/**
+ * High enough never to answer 429 to the one load-generating address, low enough to keep the limiter
+ * (once there is one) on the measured path, as it is in production.
+ */
+const RATE_LIMIT_PER_MINUTE = 1_000_000_000
+
+/** The hit path must stay fresh for the whole run, whatever the default freshness becomes. */
+const PROFILE_TTL_SECONDS = 3_600
+
+export interface Simulator extends RunningChild {
+  latencyMs: number
+}
+
+export async function startSimulator (group: ProcessGroup, latencyMs: number): Promise<Simulator> {
+  const child = await group.start({
+    name: 'simulator',
+    args: ['--import', 'tsx', 'dev/simulator-server.ts'],
+    readyPath: '/__sim/stats',
+    env: (port) => ({ ...baseEnv(), SIM_PORT: String(port), SIM_HOST: HOST, SIM_LATENCY_MS: String(latencyMs), CLIENT_ID, CLIENT_SECRET })
+  })
+  return { ...child, latencyMs }
+}
+
+export interface ServiceOptions {
+  name: string
+  simulator: Simulator
+  logLevel: string
+  /** Set: the Redis store, under this key prefix. Unset: the in-process store. */
+  redis?: { url: string, keyPrefix: string }
+  /** Flags for node before the entry, e.g. `--cpu-prof`. */
+  nodeArgs?: string[]
+}
+
+/** The built service, as `npm start` runs it (see build.ts), configured only by its environment. */
+export async function startService (group: ProcessGroup, options: ServiceOptions): Promise<RunningChild> {
+  const env: Record<string, string> = {
+    ...baseEnv(),
+    HOST,
+    UPSTREAM_BASE_URL: options.simulator.url,
+    AUTH_URL: options.simulator.url,
+    CLIENT_ID,
+    CLIENT_SECRET,
+    LOG_LEVEL: options.logLevel,
+    RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT_PER_MINUTE),
+    PROFILE_TTL_SECONDS: String(PROFILE_TTL_SECONDS)
+  }
+  if (options.redis !== undefined) {
+    env.REDIS_URL = options.redis.url
+    env.CACHE_KEY_PREFIX = options.redis.keyPrefix
+  }
+  return await group.start({ name: options.name, args: [...(options.nodeArgs ?? []), SERVER_ENTRY], readyPath: '/healthz', env: (port) => ({ ...env, PORT: String(port) }) })
+}
+
+/**
+ * The yardstick: bare Fastify answering `body` on the same route (and after `delayMs` on `/slow/...`).
+ * It runs through tsx: the loader costs memory and start-up, not time per request.
+ */
+export async function startBare (
+  group: ProcessGroup,
+  { name = 'bare-fastify', body, delayMs, nodeArgs = [] }: { name?: string, body: string, delayMs: number, nodeArgs?: string[] }
+): Promise<RunningChild> {
+  return await group.start({
+    name,
+    args: [...nodeArgs, '--import', 'tsx', 'bench/bare-server.ts'],
+    readyPath: '/healthz',
+    env: (port) => ({ ...baseEnv(), PORT: String(port), BARE_BODY: body, BARE_DELAY_MS: String(delayMs) })
+  })
+}
+
+/** The parent's environment without any of the service's variables: each child gets exactly what it is given. */
+function baseEnv (): Record<string, string> {
+  const env: Record<string, string> = {}
+  const serviceKeys = new Set(Object.keys(ConfigSchema.properties))
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value !== undefined && !serviceKeys.has(key) && !key.startsWith('SIM_')) env[key] = value
+  }
+  return env
+}
