@@ -2,21 +2,6 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 
-/** Fields under which a credential could reach a log line, at the top level or one object down. */
-const SECRET_FIELDS = ['token', 'accessToken', 'access_token', 'secret', 'clientSecret', 'client_secret', 'password']
-/** Headers that carry credentials, wherever a headers object is logged (a request, a response, an error's). */
-const SECRET_HEADERS = ['authorization', 'cookie', '["set-cookie"]', '["proxy-authorization"]']
-
-/**
- * What gets censored in every log line. Our own log calls never pass a token or the client secret;
- * this is the net under them (a header object, an upstream answer, an error carrying a request).
- */
-export const REDACTED_PATHS = [
-  ...SECRET_FIELDS.flatMap((field) => [field, `*.${field}`]),
-  ...['headers', '*.headers', '*.*.headers'].flatMap((parent) =>
-    SECRET_HEADERS.map((header) => header.startsWith('[') ? parent + header : `${parent}.${header}`))
-]
-
 /** Query parameters that look like credentials (a client that put its token in the URL). */
 const SECRET_PARAMETER = /token|secret|password|auth|key|session/i
 
@@ -39,14 +24,100 @@ function decodeURIComponentSafe (text: string): string {
   }
 }
 
-export interface LoggerOptions {
-  level: string
-  redact: { paths: string[], censor: string }
+/** What a log line says about an error: these fields, and never anything else the error carries. */
+// A type, not an interface: pino's serializer types want an index signature.
+export type SafeError = {
+  type: string
+  message: string
+  stack: string
+  code?: string | number
+  statusCode?: number
+  cause?: SafeError
+  /** An AggregateError's first few errors (a refused connection to every address of a host, say). */
+  errors?: SafeError[]
 }
 
-/** The service's pino options; `server.ts` adds a transport, tests build their logger with them. */
+/** Causes and aggregated errors followed this deep: enough for a connection error under a fetch failure. */
+const MAX_ERROR_DEPTH = 3
+const MAX_AGGREGATED = 3
+
+/**
+ * Errors are the one place a log line could pick up a credential: an HTTP client's error may carry
+ * its request options (the Authorization header, a token-endpoint body), a Redis error its command.
+ * pino's default serializer copies every enumerable property; this one copies only the fields above,
+ * so nothing attached to an error can reach a line, whatever it is named. A thrown non-error is
+ * reduced to its type.
+ */
+export function safeError (value: unknown, depth = 0): SafeError {
+  if (!(value instanceof Error)) return { type: value === null ? 'null' : typeof value, message: 'a non-error was thrown', stack: '' }
+  const { code, statusCode, cause } = value as Error & { code?: unknown, statusCode?: unknown }
+  const safe: SafeError = { type: value.constructor.name, message: value.message, stack: value.stack ?? '' }
+  if (typeof code === 'string' || typeof code === 'number') safe.code = code
+  if (typeof statusCode === 'number') safe.statusCode = statusCode
+  if (depth < MAX_ERROR_DEPTH) {
+    if (cause !== undefined) safe.cause = safeError(cause, depth + 1)
+    if (value instanceof AggregateError) {
+      safe.errors = (value.errors as unknown[]).slice(0, MAX_AGGREGATED).map((each) => safeError(each, depth + 1))
+    }
+  }
+  return safe
+}
+
+/** The request as Fastify's own lines (a failed write, say) name it: no header, the URL censored. */
+function safeRequest (request: { method: string, url: string, ip: string }): { method: string, url: string, remoteAddress: string } {
+  return { method: request.method, url: loggedUrl(request.url), remoteAddress: request.ip }
+}
+
+function safeReply (reply: { statusCode: number }): { statusCode: number } {
+  return { statusCode: reply.statusCode }
+}
+
+export interface LoggerOptions {
+  level: string
+  serializers: { err: typeof safeError, req: typeof safeRequest, res: typeof safeReply }
+}
+
+/**
+ * The service's pino options; `server.ts` adds a transport, tests build their logger with them.
+ * No `redact`: censoring paths costs ~20 µs on every line (a request's line included) to catch
+ * what no log call passes. Credentials stay out by construction instead: our log calls pass only
+ * primitives (counts, durations, keys, outcomes) and `err`, and `err`, `req` and `res` are reduced
+ * to named safe fields by these serializers.
+ */
 export function loggerOptions (level: string): LoggerOptions {
-  return { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }
+  return { level, serializers: { err: safeError, req: safeRequest, res: safeReply } }
+}
+
+/** Where log text goes: `process.stdout`, or a test's recorder. */
+export interface LogOutput {
+  write: (text: string) => unknown
+}
+
+/**
+ * The service's log destination off a terminal: the lines logged during one turn of the event loop are
+ * written to the output together, when the turn ends. pino's default destination makes one write
+ * system call per line, and every request logs one (~4 µs of a cache hit); under load a turn carries
+ * dozens. Lines still waiting when the process exits are written by the `exit` listener server.ts adds;
+ * only a process killed outright (SIGKILL, a native crash) loses them, at most one turn's worth.
+ */
+export class BatchedLogOutput {
+  readonly #output: LogOutput
+  #pending = ''
+
+  constructor (output: LogOutput) {
+    this.#output = output
+  }
+
+  write (line: string): void {
+    if (this.#pending === '') setImmediate(this.flush)
+    this.#pending += line
+  }
+
+  readonly flush = (): void => {
+    const text = this.#pending
+    this.#pending = ''
+    if (text !== '') this.#output.write(text)
+  }
 }
 
 /** A caller's (or load balancer's) `X-Request-Id` is kept when it looks like an id, so logs join up across hops. */

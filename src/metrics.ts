@@ -13,6 +13,14 @@ export interface RequestObservation {
   xCache?: string
 }
 
+/** One method/route/status/X-Cache combination: its label sets, built once, and its requests since the last scrape. */
+interface RequestSeries {
+  requests: { method: string, route: string, status: string }
+  duration: { method: string, route: string }
+  xCache: { route: string, x_cache: string } | undefined
+  unscraped: number
+}
+
 const PREFIX = 'pbff_'
 const BREAKER_STATES: readonly BreakerState[] = ['closed', 'open', 'half_open']
 
@@ -53,6 +61,7 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #backoffWindows: Counter
   readonly #breakerState: Gauge<'state'>
   readonly #breakerOpenings: Counter
+  readonly #requestSeries = new Map<string, RequestSeries>()
   // The states last reported, to count transitions (a repeated report is not a new window).
   #inBackoff = false
   #breaker: BreakerState | undefined
@@ -64,7 +73,8 @@ export class PrometheusTelemetry implements Telemetry {
       name: `${PREFIX}http_requests_total`,
       help: 'Requests answered, by method, route pattern and status',
       labelNames: ['method', 'route', 'status'],
-      registers
+      registers,
+      collect: () => { this.#addUnscrapedRequests() }
     })
     this.#requestSeconds = new Histogram({
       name: `${PREFIX}http_request_duration_seconds`,
@@ -77,7 +87,8 @@ export class PrometheusTelemetry implements Telemetry {
       name: `${PREFIX}http_cache_results_total`,
       help: 'Data route answers by X-Cache value (HIT, MISS, STALE, BYPASS)',
       labelNames: ['route', 'x_cache'],
-      registers
+      registers,
+      collect: () => { this.#addUnscrapedRequests() }
     })
     this.#cacheLookups = new Counter({
       name: `${PREFIX}cache_lookups_total`,
@@ -166,10 +177,35 @@ export class PrometheusTelemetry implements Telemetry {
     for (const each of BREAKER_STATES) this.#breakerState.labels(each).set(each === state ? 1 : 0)
   }
 
+  /**
+   * Called for every request, so it stays cheap: prom-client's labelled `inc` validates and hashes the
+   * labels on each call (three metrics were ~4 µs of a ~90 µs cache hit). The two counters are counted
+   * here in plain numbers and handed to prom-client when it is scraped; the histogram gets label
+   * objects built once per series.
+   */
   observeRequest ({ method, route, status, seconds, xCache }: RequestObservation): void {
-    this.#requests.labels(method, route, String(status)).inc()
-    this.#requestSeconds.labels(method, route).observe(seconds)
-    if (xCache !== undefined) this.#xCache.labels(route, xCache).inc()
+    const key = `${method} ${route} ${status} ${xCache ?? ''}`
+    let series = this.#requestSeries.get(key)
+    if (series === undefined) {
+      series = {
+        requests: { method, route, status: String(status) },
+        duration: { method, route },
+        xCache: xCache === undefined ? undefined : { route, x_cache: xCache },
+        unscraped: 0
+      }
+      this.#requestSeries.set(key, series)
+    }
+    series.unscraped++
+    this.#requestSeconds.observe(series.duration, seconds)
+  }
+
+  #addUnscrapedRequests (): void {
+    for (const series of this.#requestSeries.values()) {
+      if (series.unscraped === 0) continue
+      this.#requests.inc(series.requests, series.unscraped)
+      if (series.xCache !== undefined) this.#xCache.inc(series.xCache, series.unscraped)
+      series.unscraped = 0
+    }
   }
 
   /** The Prometheus text exposition: this app's metrics, then the process's. */

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import t from 'tap'
 import * as errors from '../src/errors.js'
 
@@ -8,5 +9,16 @@ t.test('every error export is named after its code and has a fixed status', asyn
     const error = new (Constructor as new (...args: unknown[]) => { code: string, statusCode: number })('x', 'y')
     t.equal(error.code, name)
     t.ok(error.statusCode >= 400 && error.statusCode < 600, name)
+  }
+})
+
+t.test('the README\'s error table names every code, with its status', async (t) => {
+  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+  const table = readme.slice(readme.indexOf('## Errors'), readme.indexOf('\n## ', readme.indexOf('## Errors') + 1))
+  const documented = new Map([...table.matchAll(/\| (\d{3}) \| `([A-Z_]+)`/g)].map((match) => [match[2], Number(match[1])]))
+  for (const [name, value] of Object.entries(errors)) {
+    if (typeof value !== 'function' || value.name !== 'FastifyError') continue
+    const { statusCode } = new (value as new (...args: unknown[]) => { statusCode: number })('x', 'y')
+    t.equal(documented.get(name), statusCode, name)
   }
 })

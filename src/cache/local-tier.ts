@@ -29,6 +29,11 @@ export class LocalTier implements CacheStore {
    * what the event just replaced, so it is not copied here.
    */
   #generation = 0
+  /**
+   * Shared reads in flight, by key. Every copy here expires after `ttlMs`, and a hot key's requests
+   * arrive together: without this, each of them would read Redis until the first read is back.
+   */
+  readonly #reading = new Map<string, Promise<CacheEntry | undefined>>()
 
   constructor (options: LocalTierOptions) {
     this.#options = options
@@ -44,27 +49,47 @@ export class LocalTier implements CacheStore {
     if (!this.#options.events.ready) return await this.#options.shared.get(key)
     const local = this.#entries.get(key, this.#now())
     if (local !== undefined) return local
-    const generation = this.#generation
-    const entry = await this.#options.shared.get(key)
-    if (entry !== undefined) this.#keep(key, entry, generation)
-    return entry
+    let reading = this.#reading.get(key)
+    if (reading === undefined) {
+      const read = this.#readShared(key)
+      reading = read
+      this.#reading.set(key, read)
+      const done = (): void => { if (this.#reading.get(key) === read) this.#reading.delete(key) }
+      read.then(done, done)
+    }
+    return await reading
   }
 
   async set (key: string, entry: CacheEntry): Promise<boolean> {
     const generation = this.#generation
     const stored = await this.#options.shared.set(key, entry)
+    // A read that started before this write may answer what it replaced.
+    this.#reading.delete(key)
     if (stored) this.#keep(key, entry, generation)
     return stored
   }
 
   async markStale (keys: readonly string[], now: number): Promise<number> {
-    for (const key of keys) this.#entries.delete(key)
+    for (const key of keys) this.#forget(key)
     return await this.#options.shared.markStale(keys, now)
   }
 
   async close (): Promise<void> {
     this.#entries.clear()
     await this.#options.shared.close()
+  }
+
+  async #readShared (key: string): Promise<CacheEntry | undefined> {
+    const generation = this.#generation
+    const entry = await this.#options.shared.get(key)
+    if (entry !== undefined) this.#keep(key, entry, generation)
+    return entry
+  }
+
+  /** Drops the copy, and lets a read after this point start its own rather than join an older one. */
+  #forget (key: string): void {
+    this.#entries.delete(key)
+    this.#reading.delete(key)
   }
 
   /** Copies an entry here unless another instance changed some entry while it was read or written. */
@@ -78,6 +103,6 @@ export class LocalTier implements CacheStore {
     if (event.type === 'released') return
     this.#generation++
     if (event.type === 'filled' && this.#entries.peek(event.key)?.etag === event.etag) return
-    this.#entries.delete(event.key)
+    this.#forget(event.key)
   }
 }

@@ -1,7 +1,8 @@
-import rateLimit from '@fastify/rate-limit'
+import rateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { RATE_LIMITED, withRetryAfter } from '../errors.js'
+import { SharedRateCounts } from '../shared-rate-counts.js'
 import { DOCS_PREFIX } from './docs.js'
 
 const MINUTE_MS = 60_000
@@ -15,16 +16,28 @@ export function isOperationalRoute (route: string | undefined): boolean {
 /**
  * RATE_LIMIT_PER_MINUTE requests per client address per minute (0: no limit). The address is
  * `request.ip`, which follows X-Forwarded-For only when TRUST_PROXY is set. With REDIS_URL the counts
- * live in Redis, so every instance draws on the same budget; if Redis fails, requests are let through
+ * are shared through Redis (SharedRateCounts: synced every 100 ms rather than a Redis command per
+ * request), so every instance draws on the same budget; if Redis fails, requests are let through
  * (skipOnError): a Redis outage is never the caller's problem.
  */
 async function clientRateLimit (app: FastifyInstance): Promise<void> {
-  const { config } = app
+  const { config, redis } = app
   if (config.RATE_LIMIT_PER_MINUTE === 0) return
+  let store: FastifyRateLimitStoreCtor | undefined
+  if (redis !== undefined) {
+    const counts = new SharedRateCounts({
+      redis,
+      keyPrefix: `${config.CACHE_KEY_PREFIX}ratelimit:`,
+      onError: (error) => app.log.debug({ err: error }, 'rate limit counts not synced')
+    })
+    // Before the Redis client quits (the redis plugin was registered first, so it closes last).
+    app.addHook('onClose', async () => { await counts.close() })
+    store = handing(counts)
+  }
   await app.register(rateLimit, {
     max: config.RATE_LIMIT_PER_MINUTE,
     timeWindow: MINUTE_MS,
-    ...(app.redis !== undefined && { redis: app.redis, nameSpace: `${config.CACHE_KEY_PREFIX}ratelimit:` }),
+    ...(store !== undefined && { store }),
     skipOnError: true,
     allowList: (request: FastifyRequest) => isOperationalRoute(request.routeOptions.url),
     // Thrown to the one error handler, which answers the contract's body with this Retry-After.
@@ -33,6 +46,14 @@ async function clientRateLimit (app: FastifyInstance): Promise<void> {
       return withRetryAfter(new RATE_LIMITED(seconds), seconds)
     }
   })
+}
+
+/** @fastify/rate-limit builds its store itself (`new Store(options)`): a class handing it the one built here. */
+function handing (counts: SharedRateCounts): FastifyRateLimitStoreCtor {
+  return class implements FastifyRateLimitStore {
+    incr = counts.incr.bind(counts)
+    child = counts.child.bind(counts)
+  }
 }
 
 export default fp(clientRateLimit, { name: 'rate-limit', dependencies: ['config', 'redis', 'error-handler'] })

@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream'
+import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
-import { loggerOptions } from '../../src/logging.js'
+import { BatchedLogOutput, loggerOptions } from '../../src/logging.js'
 import { stack } from '../helper.js'
 
 type Line = Record<string, unknown> & { level: number, msg: string, reqId?: string }
@@ -77,18 +78,71 @@ t.test('one line per request, with its request id, joining every line the reques
   t.equal(ok.statusCode, 200)
 })
 
-t.test('the redaction net: credentials under the usual names are censored wherever a log call puts them', async (t) => {
-  const { logger, raw } = capturedLogger()
+/** An error as an HTTP or Redis client builds it: what it was asked to do rides along on the error. */
+function errorCarryingCredentials (): Error {
+  const redisError = Object.assign(new Error('ERR write failed'), {
+    code: 'ERR',
+    command: { name: 'set', args: ['pbff:token', 'sim_leak1'] }
+  })
+  const refused = new AggregateError([
+    Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED', address: 'sim_leak2' })
+  ], '')
+  const fetchError = new Error('fetch failed', { cause: refused })
+  return Object.assign(new Error('upstream call failed', { cause: redisError }), {
+    statusCode: 502,
+    options: { headers: { authorization: 'Bearer sim_leak3', cookie: 'a=leak4' }, body: 'client_secret=leak5' },
+    response: { headers: { 'set-cookie': 'b=leak6' }, body: { access_token: 'sim_leak7' } },
+    token: 'sim_leak8',
+    errors: [fetchError]
+  })
+}
+
+t.test('an error reaches a log line as its type, message, code, status, stack and causes only', async (t) => {
+  const { logger, lines, raw } = capturedLogger()
+  const { app } = await stack(t, { logger })
+  app.log.warn({ err: errorCarryingCredentials() }, 'probe-err')
+  app.log.error(errorCarryingCredentials())
+  app.log.warn({ err: { headers: { authorization: 'Bearer sim_leak9' } } }, 'probe-non-error')
+
+  t.notMatch(raw.join('\n'), /leak/, 'nothing the errors carried besides those fields')
+  const err = lines.find((line) => line.msg === 'probe-err')?.err as Record<string, unknown> & { cause: Record<string, unknown> }
+  t.same(Object.keys(err).sort(), ['cause', 'message', 'stack', 'statusCode', 'type'])
+  t.match(err, { type: 'Error', message: 'upstream call failed', statusCode: 502, stack: /^Error: upstream call failed\n\s+at / })
+  t.same(Object.keys(err.cause).sort(), ['code', 'message', 'stack', 'type'], 'the cause the same way')
+  t.match(err.cause, { message: 'ERR write failed', code: 'ERR' })
+  t.equal(lines.find((line) => line.msg === 'upstream call failed')?.level, 50, 'an error logged bare goes through the same serializer')
+  t.same(lines.find((line) => line.msg === 'probe-non-error')?.err, { type: 'object', message: 'a non-error was thrown', stack: '' })
+})
+
+t.test('causes and aggregated errors are followed three deep, the first three of an aggregate', async (t) => {
+  const { logger, lines } = capturedLogger()
+  const { app } = await stack(t, { logger })
+  let chain = new Error('depth 5')
+  for (let depth = 4; depth >= 0; depth--) chain = new Error(`depth ${depth}`, { cause: chain })
+  const refused = (port: number) => Object.assign(new Error(`connect ECONNREFUSED 127.0.0.1:${port}`), { code: 'ECONNREFUSED' })
+  app.log.warn({ err: chain }, 'chain')
+  app.log.warn({ err: new AggregateError([1, 2, 3, 4].map(refused), 'all refused') }, 'aggregate')
+
+  type Logged = { message: string, cause?: Logged, errors?: Logged[] }
+  const messages: string[] = []
+  for (let err = lines.find((line) => line.msg === 'chain')?.err as Logged | undefined; err; err = err.cause) messages.push(err.message)
+  t.same(messages, ['depth 0', 'depth 1', 'depth 2', 'depth 3'])
+  const aggregate = lines.find((line) => line.msg === 'aggregate')?.err as Logged & { type: string }
+  t.equal(aggregate.type, 'AggregateError')
+  t.same(aggregate.errors?.map((each) => each.message), [1, 2, 3].map((port) => `connect ECONNREFUSED 127.0.0.1:${port}`))
+})
+
+t.test('a request Fastify logs itself is named by method, censored URL and address, never its headers', async (t) => {
+  const { logger, lines, raw } = capturedLogger()
   const { app } = await stack(t, { logger })
   app.log.info({
-    upstreamRequest: { headers: { authorization: 'Bearer sim_leak1', cookie: 'a=leak2', 'set-cookie': 'b=leak3' } },
-    token: 'sim_leak4',
-    answer: { access_token: 'sim_leak5', client_secret: 'leak6' },
-    options: { clientSecret: 'leak7' }
+    req: { method: 'GET', url: '/profile/alice?token=sim_leak1', ip: '10.0.0.1', headers: { authorization: 'Bearer sim_leak2' } },
+    res: { statusCode: 200, headers: { 'set-cookie': 'a=leak3' } }
   }, 'probe')
-  const line = raw.find((text) => text.includes('"probe"')) ?? ''
-  t.notMatch(line, /leak/)
-  t.equal(line.match(/\[redacted\]/g)?.length, 7)
+  t.notMatch(raw.join('\n'), /leak/)
+  const line = lines.find((entry) => entry.msg === 'probe')
+  t.same(line?.req, { method: 'GET', url: '/profile/alice?token=[redacted]', remoteAddress: '10.0.0.1' })
+  t.same(line?.res, { statusCode: 200 })
 })
 
 t.test('a credential a client put in the query string is censored in the request line', async (t) => {
@@ -98,4 +152,19 @@ t.test('a credential a client put in the query string is censored in the request
   const line = lines.find((entry) => entry.msg === 'request completed')
   t.equal(line?.url, '/user/alice?query=name&access_token=[redacted]&api%5Fkey=[redacted]&Session=[redacted]&page=2')
   t.notMatch(raw.join('\n'), /sim_q1|q2|q3/)
+})
+
+t.test('off a terminal, the lines of one event-loop turn are written together, in order, when it ends', async (t) => {
+  const writes: string[] = []
+  const output = new BatchedLogOutput({ write: (text: string) => writes.push(text) })
+  output.write('{"msg":"a"}\n')
+  output.write('{"msg":"b"}\n')
+  t.same(writes, [], 'nothing written during the turn')
+  await turn()
+  t.same(writes, ['{"msg":"a"}\n{"msg":"b"}\n'], 'one write for the turn')
+  output.write('{"msg":"c"}\n')
+  output.flush()
+  t.same(writes.slice(1), ['{"msg":"c"}\n'], 'flushed on demand (the exit listener)')
+  await turn()
+  t.equal(writes.length, 2, 'nothing written twice, no empty write')
 })

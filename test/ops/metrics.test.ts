@@ -121,3 +121,23 @@ t.test('windows and openings count transitions, not repeated reports', async (t)
   t.equal(metric(samples, 'pbff_upstream_breaker_openings_total'), 2)
   t.same(['closed', 'open', 'half_open'].map((state) => metric(samples, 'pbff_upstream_breaker_state', { state })), [1, 0, 0])
 })
+
+t.test('request counts are cumulative from scrape to scrape: none lost, none counted twice', async (t) => {
+  const telemetry = new PrometheusTelemetry()
+  const hit = { method: 'GET', route: '/profile/:username', status: 200, seconds: 0.0004, xCache: 'HIT' }
+  const counts = async () => {
+    const samples = parseMetrics(await telemetry.render())
+    return [
+      metric(samples, 'pbff_http_requests_total', { route: '/profile/:username', status: '200' }),
+      metric(samples, 'pbff_http_cache_results_total', { route: '/profile/:username', x_cache: 'HIT' }),
+      metric(samples, 'pbff_http_request_duration_seconds_count', { route: '/profile/:username' }),
+      metric(samples, 'pbff_http_requests_total', { route: 'unmatched', status: '404' })
+    ]
+  }
+  for (let i = 0; i < 3; i++) telemetry.observeRequest(hit)
+  t.same(await counts(), [3, 3, 3, undefined])
+  t.same(await counts(), [3, 3, 3, undefined], 'a second scrape adds nothing')
+  telemetry.observeRequest(hit)
+  telemetry.observeRequest({ method: 'GET', route: 'unmatched', status: 404, seconds: 0.0002 })
+  t.same(await counts(), [4, 4, 4, 1])
+})

@@ -1,5 +1,6 @@
 import { createServer } from 'node:net'
 import t from 'tap'
+import { eventually, rawRedis } from '../cache/helper.js'
 import { anotherApp, stack } from '../helper.js'
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -60,16 +61,24 @@ t.test('RATE_LIMIT_PER_MINUTE=0 turns the limit off', async (t) => {
   }
 })
 
-t.test('with Redis, instances share one budget per client', async (t) => {
+t.test('with Redis, instances share one budget per client, synced every 100 ms', async (t) => {
   const { app, config } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3', REDIS_URL } })
   const other = await anotherApp(t, config)
-  t.equal((await app.inject('/profile/alice')).statusCode, 200)
-  t.equal((await other.inject('/profile/alice')).statusCode, 200)
-  t.equal((await app.inject('/profile/alice')).statusCode, 200)
+  const redis = rawRedis(t)
+  for (const each of [app, other]) await eventually(() => each.redis?.status === 'ready', 'redis ready')
+  for (const remaining of ['2', '1', '0']) {
+    t.equal((await app.inject('/profile/alice')).headers['x-ratelimit-remaining'], remaining)
+  }
+  const counted = async (): Promise<number> => {
+    const keys = await redis.keys(`${config.CACHE_KEY_PREFIX}ratelimit:*`)
+    return keys.length === 0 ? 0 : (await redis.mget(keys)).reduce((sum, value) => sum + Number(value), 0)
+  }
+  await eventually(async () => await counted() === 3, 'the first instance\'s counts synced')
   const refused = await other.inject('/profile/alice')
   t.equal(refused.statusCode, 429, 'the second instance saw the first one\'s count')
   t.equal(refused.json().code, 'RATE_LIMITED')
   t.equal((await app.inject('/profile/alice')).statusCode, 429)
+  t.equal((await other.inject({ url: '/profile/alice', remoteAddress: '10.0.0.2' })).statusCode, 200, 'another client has its own')
 })
 
 t.test('with Redis unreachable, callers are not refused: the limit fails open', async (t) => {

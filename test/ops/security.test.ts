@@ -56,6 +56,18 @@ t.test('API answers carry security headers suited to JSON', async (t) => {
   }
 })
 
+t.test('the HTML pages of /docs get helmet\'s whole set; JSON answers only the headers that act on JSON', async (t) => {
+  const { app } = await stack(t)
+  const documentOnly = ['cross-origin-opener-policy', 'origin-agent-cluster', 'x-dns-prefetch-control', 'x-download-options', 'x-permitted-cross-domain-policies', 'x-xss-protection']
+  const page = await app.inject('/docs')
+  t.equal(page.headers['cross-origin-opener-policy'], 'same-origin')
+  t.equal(page.headers['x-xss-protection'], '0', 'the old XSS filter switched off')
+  for (const header of documentOnly) t.ok(page.headers[header], `/docs: ${header}`)
+  for (const header of ['x-frame-options', 'x-content-type-options', 'strict-transport-security', 'referrer-policy']) t.ok(page.headers[header], `/docs: ${header}`)
+  const res = await app.inject('/profile/alice')
+  for (const header of documentOnly) t.equal(res.headers[header], undefined, `JSON: no ${header}`)
+})
+
 t.test('every answer carries a request id; a well-formed X-Request-Id from the caller is kept', async (t) => {
   const { app } = await stack(t)
   const own = await app.inject('/healthz')

@@ -1,0 +1,65 @@
+import t from 'tap'
+import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.js'
+import { LocalTier } from '../../src/cache/local-tier.js'
+import type { CacheEvent } from '../../src/cache/redis-events.js'
+import type { CacheStore } from '../../src/cache/store.js'
+
+/** A shared store whose reads the test answers one by one, and an events channel the test speaks on. */
+function tierOverHeldReads () {
+  const held = new Map<string, CacheEntry>()
+  const pending: Array<() => void> = []
+  /** While set, writes wait for it. */
+  const gate: { write?: Promise<void> } = {}
+  const shared: CacheStore = {
+    get: async (key) => await new Promise((resolve) => { pending.push(() => resolve(held.get(key))) }),
+    set: async (key, entry) => { await gate.write; held.set(key, entry); return true },
+    markStale: async () => 0,
+    close: async () => {}
+  }
+  let onEvent: (event: CacheEvent) => void = () => {}
+  const events = { ready: true, listen: (listener: { onEvent: (event: CacheEvent) => void }) => { onEvent = listener.onEvent } }
+  const tier = new LocalTier({ shared, events, ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000 })
+  const answerReads = (): number => pending.splice(0).map((answer) => answer()).length
+  const entry = (body: string): CacheEntry => createEntry(200, body, Date.now(), { freshMs: 300_000, staleMs: 0 })
+  return { tier, held, answerReads, entry, gate, hear: (event: CacheEvent) => onEvent(event) }
+}
+
+t.test('requests for a key this process does not hold share one shared read', async (t) => {
+  const { tier, held, answerReads, entry } = tierOverHeldReads()
+  const v1 = entry('"v1"')
+  held.set('k', v1)
+  const answers = Array.from({ length: 50 }, async () => await tier.get('k'))
+  t.equal(answerReads(), 1, 'one read for fifty requests')
+  t.same(await Promise.all(answers), Array(50).fill(v1))
+  t.same(await tier.get('k'), v1)
+  t.equal(answerReads(), 0, 'then held here')
+  const missing = [tier.get('nobody'), tier.get('nobody')]
+  t.equal(answerReads(), 1)
+  t.same(await Promise.all(missing), [undefined, undefined])
+})
+
+t.test('a request after another instance\'s fill or purge, or a write here, does not join an older read', async (t) => {
+  for (const change of ['filled', 'staled', 'written', 'written meanwhile another fill'] as const) {
+    const { tier, held, answerReads, entry, gate, hear } = tierOverHeldReads()
+    held.set('k', entry('"v1"'))
+    const before = tier.get('k')
+    const v2 = entry('"v2"')
+    if (change === 'written') {
+      await tier.set('k', v2)
+    } else if (change === 'written meanwhile another fill') {
+      let open = (): void => {}
+      gate.write = new Promise((resolve) => { open = resolve })
+      const writing = tier.set('k', v2)
+      hear({ type: 'filled', key: 'other', etag: '"x"' })
+      open()
+      await writing
+    } else {
+      held.set('k', v2)
+      hear(change === 'filled' ? { type: 'filled', key: 'k', etag: v2.etag } : { type: 'staled', key: 'k' })
+    }
+    const after = tier.get('k')
+    t.equal(answerReads(), change === 'written' ? 1 : 2, `${change}: ${change === 'written' ? 'served from the write' : 'a read of its own'}`)
+    await before
+    t.equal((await after)?.body, '"v2"', change)
+  }
+})

@@ -1,0 +1,101 @@
+import t, { type Test } from 'tap'
+import { SharedRateCounts, type CountsRedis, type RateCount } from '../../src/shared-rate-counts.js'
+import { testRedis } from '../upstream/redis-fixture.js'
+
+const MINUTE = 60_000
+/** 15 s into a minute: 45 s left in the window. */
+const START = 1_000 * MINUTE + 15_000
+
+/** Counts synced only when the test says so (an hour between timer syncs), on a clock the test moves. */
+function counts (t: Test, redis: CountsRedis, keyPrefix: string, clock = { now: START }) {
+  const errors: unknown[] = []
+  const store = new SharedRateCounts({ redis, keyPrefix, syncIntervalMs: 3_600_000, now: () => clock.now, onError: (error) => errors.push(error) })
+  t.teardown(() => store.close())
+  const incr = async (client: string): Promise<RateCount> => await new Promise((resolve, reject) => {
+    store.incr(client, (error, count) => { if (error !== null || count === undefined) reject(error); else resolve(count) }, MINUTE)
+  })
+  return { store, incr, errors, clock }
+}
+
+/** The store answers an error until its client is connected. */
+async function connected (t: Test) {
+  const fixture = testRedis(t)
+  await fixture.redis.ping()
+  return fixture
+}
+
+t.test('two instances count into one budget: a first request reads it, later ones sync it', async (t) => {
+  const { redis, prefix } = await connected(t)
+  const a = counts(t, redis, prefix)
+  const b = counts(t, redis, prefix)
+  t.same(await a.incr('10.0.0.1'), { current: 1, ttl: 45_000 }, 'counted in Redis; the ms left in the aligned window')
+  t.equal((await a.incr('10.0.0.1')).current, 2)
+  t.equal((await a.incr('10.0.0.1')).current, 3, 'counted here, not yet in Redis')
+  t.equal((await b.incr('10.0.0.1')).current, 2, 'b\'s first request reads Redis: a has synced only its first')
+  await a.store.sync()
+  t.equal((await a.incr('10.0.0.1')).current, 5, 'a\'s sync added its two and read b\'s one back')
+  await Promise.all([a.store.sync(), b.store.sync()])
+  t.equal(Number(await redis.get(`${prefix}10.0.0.1:${Math.floor(START / MINUTE)}`)), 5, 'every request counted once in Redis')
+  t.equal((await b.incr('10.0.0.1')).current, 6, 'b had nothing to sync, so it forgot its view and read Redis again')
+  t.equal((await b.incr('10.0.0.1')).current, 7)
+  await b.store.sync()
+  t.equal(Number(await redis.get(`${prefix}10.0.0.1:${Math.floor(START / MINUTE)}`)), 7)
+  t.equal((await a.incr('10.0.0.2')).current, 1, 'another client has its own count')
+  t.same(a.errors, [])
+})
+
+t.test('a new window starts every count again; Redis expires the old one', async (t) => {
+  const { redis, prefix } = await connected(t)
+  const a = counts(t, redis, prefix)
+  await a.incr('10.0.0.1')
+  await a.incr('10.0.0.1')
+  a.clock.now = START + 45_000
+  t.same(await a.incr('10.0.0.1'), { current: 1, ttl: MINUTE })
+  const expiresIn = await redis.pttl(`${prefix}10.0.0.1:${Math.floor(START / MINUTE)}`)
+  t.ok(expiresIn > 40_000 && expiresIn <= 50_000, `the end of its window, with 5 s of slack for skewed clocks: ${expiresIn} ms`)
+})
+
+/** A Redis whose connection and commands the test controls. */
+function fakeRedis () {
+  const values = new Map<string, number>()
+  const redis = {
+    status: 'ready',
+    failing: false,
+    incrby: async (key: string, count: number) => {
+      if (redis.failing) throw new Error('Command timed out')
+      values.set(key, (values.get(key) ?? 0) + count)
+      return values.get(key) ?? 0
+    },
+    pexpire: async () => redis.failing ? await Promise.reject(new Error('Command timed out')) : 1
+  }
+  return { redis, total: () => [...values.values()].reduce((sum, value) => sum + value, 0) }
+}
+
+t.test('while Redis is not connected, every request is answered with an error (the plugin lets it through)', async (t) => {
+  const { redis } = fakeRedis()
+  const a = counts(t, redis as unknown as CountsRedis, 'p:')
+  t.equal((await a.incr('10.0.0.1')).current, 1)
+  redis.status = 'reconnecting'
+  await t.rejects(a.incr('10.0.0.1'), /not connected/)
+  await t.rejects(a.incr('10.0.0.2'), /not connected/)
+  redis.status = 'ready'
+  t.equal((await a.incr('10.0.0.1')).current, 2, 'counting resumes where it was')
+})
+
+t.test('a failed first request is let through; a failed sync keeps its counts for the next one', async (t) => {
+  const { redis, total } = fakeRedis()
+  const a = counts(t, redis as unknown as CountsRedis, 'p:')
+  redis.failing = true
+  await t.rejects(a.incr('10.0.0.1'), /timed out/)
+  redis.failing = false
+  await a.incr('10.0.0.1')
+  await a.incr('10.0.0.1')
+  redis.failing = true
+  await a.store.sync()
+  t.equal(a.errors.length, 1, 'reported')
+  t.equal(total(), 1, 'not added')
+  t.equal((await a.incr('10.0.0.1')).current, 3, 'still counted here')
+  redis.failing = false
+  await a.store.close()
+  t.equal(total(), 3, 'added with the next sync (closing syncs)')
+})
