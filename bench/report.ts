@@ -13,17 +13,9 @@ export const GOALS = {
 } as const
 
 /** One target's rounds, and their medians: the figures the table shows. */
-export interface TargetSummary {
+export interface TargetSummary extends RoundResult {
   label: string
   rounds: RoundResult[]
-  requestsPerSecond: number
-  p50Ms: number
-  p99Ms: number
-  errors: number
-  non2xx: number
-  responses: number
-  statusCodes: Record<string, number>
-  xCache: Record<string, number>
 }
 
 export function summarize (label: string, rounds: RoundResult[]): TargetSummary {
