@@ -60,6 +60,11 @@ export class LocalTier implements CacheStore {
     return await reading
   }
 
+  /** A read of its own, past the copies and the shared reads, which may predate a lock or an event. */
+  async getLatest (key: string): Promise<CacheEntry | undefined> {
+    return this.#options.events.ready ? await this.#readShared(key) : await this.#options.shared.get(key)
+  }
+
   async set (key: string, entry: CacheEntry): Promise<boolean> {
     const generation = this.#generation
     const stored = await this.#options.shared.set(key, entry)

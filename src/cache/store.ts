@@ -7,6 +7,12 @@ import type { CacheEntry } from './cache-entry.js'
 export interface CacheStore {
   get: (key: string) => Promise<CacheEntry | undefined>
   /**
+   * What the store holds now, read after every write this process has seen (a lock won, an event
+   * received): no copy and no read already in flight may answer it. Stores whose `get` gives that
+   * already need not implement it.
+   */
+  getLatest?: (key: string) => Promise<CacheEntry | undefined>
+  /**
    * Stores `entry` until its `staleUntil`, unless a newer fill of the key is already stored (instances
    * may finish loads out of order); resolves to whether it was stored.
    */

@@ -3,6 +3,9 @@ import type { Claim } from './redis-coalescer.js'
 import type { CacheStore } from './store.js'
 import { noTelemetry, type Resource, type Telemetry } from '../telemetry.js'
 
+/** How many times a load waits for other instances before it goes ahead on its own. */
+const MAX_CLAIMS = 3
+
 export type CacheState = 'HIT' | 'MISS' | 'STALE' | 'BYPASS'
 
 export interface Served {
@@ -95,28 +98,36 @@ export class SwrCache {
   /**
    * One load per key across instances. `seen` is what this instance found (a stale entry or nothing):
    * a fresh entry, or another version, in the store means another instance has loaded it meanwhile.
+   * A waiter woken with nothing new claims again rather than loading at once: what woke it may be the
+   * late release of an earlier lock while another instance's load is still running. After
+   * MAX_CLAIMS waits it loads on its own (each wait is bounded by the lock's lifetime).
    */
   async #loadShared (key: string, resource: Resource, seen: CacheEntry | undefined, load: () => Promise<CacheEntry>): Promise<CacheEntry> {
-    const claim = await this.#coalescer?.claim(key)
-    if (claim === undefined) return await this.#loadAndStore(key, load)
-    if (claim.owner) {
-      try {
-        // The previous owner may have finished between our read and our lock.
-        return await this.#loadedElsewhere(key, seen) ?? await this.#loadAndStore(key, load)
-      } finally {
-        // Callers need not wait for the release: it reports its own failures, and the lock expires anyway.
-        claim.release().catch(() => {})
+    for (let attempt = 1; ; attempt++) {
+      const claim = await this.#coalescer?.claim(key)
+      if (claim === undefined) return await this.#loadAndStore(key, load)
+      if (claim.owner) {
+        try {
+          // The previous owner may have finished between our read and our lock.
+          return await this.#loadedElsewhere(key, seen) ?? await this.#loadAndStore(key, load)
+        } finally {
+          // Callers need not wait for the release: it reports its own failures, and the lock expires anyway.
+          claim.release().catch(() => {})
+        }
       }
+      if (attempt === 1) this.#telemetry.coalescedWaiter(resource)
+      await claim.settled
+      const loaded = await this.#loadedElsewhere(key, seen)
+      if (loaded !== undefined) return loaded
+      if (attempt === MAX_CLAIMS) return await this.#loadAndStore(key, load)
     }
-    this.#telemetry.coalescedWaiter(resource)
-    await claim.settled
-    return await this.#loadedElsewhere(key, seen) ?? await this.#loadAndStore(key, load)
   }
 
   async #loadedElsewhere (key: string, seen: CacheEntry | undefined): Promise<CacheEntry | undefined> {
     let current: CacheEntry | undefined
     try {
-      current = await this.#store.get(key)
+      // Read past shared reads in flight: one that began before the other load was stored would say "not yet".
+      current = await (this.#store.getLatest ?? this.#store.get).call(this.#store, key)
     } catch (error) {
       this.#onError(error, key, 'store')
       return undefined
