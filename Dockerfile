@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Build stage: compile TypeScript (the service and the upstream simulator) with the dev dependencies.
-FROM node:20-bookworm-slim AS build
+FROM node:24.21.0-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 RUN npm ci --no-audit --no-fund
@@ -10,7 +10,7 @@ COPY dev ./dev
 RUN npm run build
 
 # Runtime stage: production dependencies and the compiled code only, owned by root, run as `node`.
-FROM node:20-bookworm-slim
+FROM node:24.21.0-bookworm-slim
 ENV HOST=0.0.0.0 PORT=3000
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./

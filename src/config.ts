@@ -39,7 +39,8 @@ export const ConfigSchema = Type.Object({
   RATE_LIMIT_PER_MINUTE: Type.Integer({ minimum: 0, default: 600, description: 'per client address; `0` turns it off' }),
   CORS_ORIGINS: Type.String({ default: '*', description: 'comma-separated allowed origins' }),
   TRUST_PROXY: Type.Boolean({ default: false, description: 'honour `X-Forwarded-For`' }),
-  SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 10000, description: 'on SIGTERM, how long requests in flight may take to finish before the process exits anyway' }),
+  SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, default: 5000, description: 'on SIGTERM/SIGINT, how long `/readyz` answers 503 while requests are still served, so a load balancer stops routing here before the listener closes (0: close at once)' }),
+  SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 10000, description: 'then, how long requests in flight may take to finish before the process exits anyway' }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info', description: 'pino level' }
