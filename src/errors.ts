@@ -10,6 +10,9 @@ export const INVALID_USERNAME = createError('INVALID_USERNAME',
   'username must be 1 to 128 characters, not "." or "..", without control characters', 400)
 export const INVALID_FIELD = createError<[string]>('INVALID_FIELD', 'query must be one of: %s', 400)
 export const NOT_FOUND = createError<[string, string]>('NOT_FOUND', 'Route %s %s not found', 404)
+export const INVALID_BATCH = createError<[number]>('INVALID_BATCH',
+  'username must be given 1 to 50 times (distinct values), here %d', 400)
+export const METHOD_NOT_ALLOWED = createError<[string, string]>('METHOD_NOT_ALLOWED', 'Method %s is not allowed here; allowed: %s', 405)
 
 /** The failure behind an error, kept for the log (the last constructor argument, as @fastify/error reads it). */
 type Cause = { cause: unknown }

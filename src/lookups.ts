@@ -21,7 +21,7 @@ export interface FieldServed extends Served {
   fieldBody: string
 }
 
-type User = Record<ProfileField, string>
+export type User = Record<ProfileField, string>
 
 /**
  * What the routes ask for, in their terms: a member's profile, timeline or one field, served through the
@@ -52,7 +52,16 @@ export class Lookups {
   async field (username: string, field: ProfileField): Promise<FieldServed> {
     const served = await this.profile(username)
     if (served.entry.status !== 200) return { ...served, fieldBody: '' }
-    return { ...served, fieldBody: JSON.stringify({ [field]: this.#userOf(served.entry)[field] }) }
+    return { ...served, fieldBody: JSON.stringify({ [field]: this.userOf(served.entry)[field] }) }
+  }
+
+  /**
+   * Several members' profiles, each through its own entry, as `profile` would serve it (same coalescing,
+   * SWR, stale-if-error); cold ones load in parallel, within the upstream client's concurrency. A failure
+   * is that member's answer, not the others'.
+   */
+  async profiles (usernames: readonly string[]): Promise<Array<PromiseSettledResult<Served>>> {
+    return await Promise.allSettled(usernames.map(async (username) => await this.profile(username)))
   }
 
   /** Admin purge: the member's profile and timeline entries (negative ones too) become stale. */
@@ -71,7 +80,8 @@ export class Lookups {
     })
   }
 
-  #userOf (entry: CacheEntry): User {
+  /** A profile entry's `user`, parsed once per entry. */
+  userOf (entry: CacheEntry): User {
     let user = this.#users.get(entry)
     if (user === undefined) {
       user = (JSON.parse(entry.body) as { user: User }).user

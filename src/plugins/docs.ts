@@ -29,7 +29,10 @@ async function docs (app: FastifyInstance): Promise<void> {
     routePrefix: DOCS_PREFIX,
     // A CSP of its own for the UI's pages (scripts and styles from here only), instead of the API's
     // `default-src 'none'` that would leave the page blank.
-    staticCSP: true
+    staticCSP: true,
+    // Without `upgrade-insecure-requests`: over plain HTTP on a non-loopback address the browser would
+    // ask for the UI's scripts over https, and the page would stay blank.
+    transformStaticCSP: (policy) => policy.replace(/\s*upgrade-insecure-requests;?/, '')
   })
 }
 

@@ -1,11 +1,18 @@
 import rateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { RATE_LIMITED, withRetryAfter } from '../errors.js'
 import { SharedRateCounts } from '../shared-rate-counts.js'
 import { DOCS_PREFIX } from './docs.js'
 
 const MINUTE_MS = 60_000
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Counts `times` more requests against the caller's budget (a batch counts once per username); RATE_LIMITED beyond it. */
+    chargeRateLimit: (request: FastifyRequest, reply: FastifyReply, times: number) => Promise<void>
+  }
+}
 
 /** Routes for operators, orchestrators and the docs: never counted against a client's budget. */
 export function isOperationalRoute (route: string | undefined): boolean {
@@ -22,7 +29,10 @@ export function isOperationalRoute (route: string | undefined): boolean {
  */
 async function clientRateLimit (app: FastifyInstance): Promise<void> {
   const { config, redis } = app
-  if (config.RATE_LIMIT_PER_MINUTE === 0) return
+  if (config.RATE_LIMIT_PER_MINUTE === 0) {
+    app.decorate('chargeRateLimit', async () => {})
+    return
+  }
   let store: FastifyRateLimitStoreCtor | undefined
   if (redis !== undefined) {
     const counts = new SharedRateCounts({
@@ -44,6 +54,15 @@ async function clientRateLimit (app: FastifyInstance): Promise<void> {
     errorResponseBuilder: (_request, context) => {
       const seconds = Math.max(1, Math.ceil(context.ttl / 1000))
       return withRetryAfter(new RATE_LIMITED(seconds), seconds)
+    }
+  })
+  const limit = app.createRateLimit()
+  app.decorate('chargeRateLimit', async (request: FastifyRequest, reply: FastifyReply, times: number) => {
+    for (let charged = 0; charged < times; charged++) {
+      const count = await limit(request)
+      if (count.isAllowed) return
+      reply.header('x-ratelimit-remaining', count.remaining)
+      if (count.isExceeded) throw withRetryAfter(new RATE_LIMITED(Math.max(1, count.ttlInSeconds)), count.ttlInSeconds)
     }
   })
 }

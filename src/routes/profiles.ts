@@ -2,14 +2,22 @@ import fastifyCaching, { type AbstractCacheCompliantObject } from '@fastify/cach
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { UsernameParams } from '../schemas/common.js'
+import { EncodedBodies } from '../encoded-bodies.js'
 import { fieldErrorResponses, lookupErrorResponses } from '../schemas/error-docs.js'
+import { CACHED_HEADERS, withHeaders } from '../schemas/headers.js'
 import { FIELD_BY_QUERY, FieldQuery, FieldResponse, ProfileResponse, TimelineResponse, type ProfileField } from '../schemas/profile.js'
+import batchRoutes from './batch.js'
 import { serveCached } from './serve-cached.js'
+import { timed } from './timed.js'
 
 const errorResponses = {
-  304: Type.Null({ description: 'Not Modified: the caller\'s If-None-Match is current' }),
+  304: withHeaders(Type.Null({ description: 'Not Modified: the caller\'s If-None-Match is current' }), CACHED_HEADERS),
   ...lookupErrorResponses
 }
+
+const ConditionalHeaders = Type.Object({
+  'if-none-match': Type.Optional(Type.String({ description: 'the ETag of the version you hold: answered 304 while it is current' }))
+})
 
 /**
  * @fastify/caching answers 304 in its own onRequest hook for ANY tag it has stored, whatever the URL
@@ -28,37 +36,50 @@ const NO_TAG_STORE = {
   }
 } as AbstractCacheCompliantObject
 
-/** The three data routes: the upstream's own, same paths, same bodies, no credentials. */
+/** The three data routes (the upstream's own, same paths, same bodies, no credentials) and the batch. */
 const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { lookups } = app
+  const encodings = new EncodedBodies()
   await app.register(fastifyCaching, { cache: NO_TAG_STORE })
 
   app.get('/profile/:username', {
     schema: {
+      operationId: 'getProfile',
       summary: 'A member\'s whole profile',
       tags: ['profiles'],
       params: UsernameParams,
-      response: { 200: ProfileResponse, ...errorResponses }
+      headers: ConditionalHeaders,
+      response: { 200: withHeaders(ProfileResponse, CACHED_HEADERS), ...errorResponses }
     }
-  }, async (request, reply) => serveCached(reply, await lookups.profile(request.params.username)))
+  }, async (request, reply) => {
+    const { value: served, ms } = await timed(async () => await lookups.profile(request.params.username))
+    return await serveCached(reply, served, encodings, served.entry, ms)
+  })
 
   app.get('/profile/:username/timeline', {
     schema: {
+      operationId: 'getTimeline',
       summary: 'A member\'s timeline posts, newest first',
       tags: ['profiles'],
       params: UsernameParams,
-      response: { 200: TimelineResponse, ...errorResponses }
+      headers: ConditionalHeaders,
+      response: { 200: withHeaders(TimelineResponse, CACHED_HEADERS), ...errorResponses }
     }
-  }, async (request, reply) => serveCached(reply, await lookups.timeline(request.params.username)))
+  }, async (request, reply) => {
+    const { value: served, ms } = await timed(async () => await lookups.timeline(request.params.username))
+    return await serveCached(reply, served, encodings, served.entry, ms)
+  })
 
   app.get('/user/:username', {
     schema: {
+      operationId: 'getField',
       summary: 'One field of a member\'s profile',
       description: '`query` matches case-insensitively; the answer has exactly one key (`credits` answers `Credits`).',
       tags: ['profiles'],
       params: UsernameParams,
       querystring: FieldQuery,
-      response: { 200: FieldResponse, ...errorResponses, ...fieldErrorResponses }
+      headers: ConditionalHeaders,
+      response: { 200: withHeaders(FieldResponse, CACHED_HEADERS), ...errorResponses, ...fieldErrorResponses }
     },
     // Case-insensitive matching: lower-case `query` before the schema checks it against the ten values.
     preValidation: async (request) => {
@@ -67,9 +88,11 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const field = FIELD_BY_QUERY.get(request.query.query) as ProfileField
-    const served = await lookups.field(request.params.username, field)
-    return serveCached(reply, served, served.fieldBody, fieldEtag(served.entry.etag, field))
+    const { value: served, ms } = await timed(async () => await lookups.field(request.params.username, field))
+    return await serveCached(reply, served, encodings, { body: served.fieldBody, etag: fieldEtag(served.entry.etag, field) }, ms)
   })
+
+  await app.register(batchRoutes, { encodings })
 }
 
 /** A field's tag derives from its profile's: it changes exactly when the profile does. */

@@ -1,29 +1,85 @@
 import type { FastifyReply } from 'fastify'
-import type { Served } from '../cache/swr-cache.js'
+import type { CacheState, Served } from '../cache/swr-cache.js'
+import { shortPrefix } from '../caller-input.js'
+import { preferredCoding, type EncodedBodies } from '../encoded-bodies.js'
 import { PROFILE_NOT_FOUND } from '../errors.js'
 
+/** A body as sent, and the tag that names this version of it. */
+export interface Representation {
+  body: string
+  etag: string
+}
+
 /**
- * Turns a cache answer into HTTP: X-Cache, Age, Cache-Control with what is left of freshness, the
- * ETag, and 304 when the caller already holds the version served now. Returns the bytes to send,
- * untouched. A negative entry becomes PROFILE_NOT_FOUND, cacheable for what is left of its freshness.
+ * Turns a cache answer into HTTP: the caching headers (see cachingHeaders), 304 when the caller already
+ * holds the version served now, else the body, compressed when the caller accepts it. A negative entry
+ * becomes PROFILE_NOT_FOUND, cacheable for what is left of its freshness.
  */
-export function serveCached (reply: FastifyReply, served: Served, body = served.entry.body, etag = served.entry.etag): FastifyReply {
-  const { request } = reply
-  const { entry, state, at } = served
-  reply.header('x-cache', state)
-  if (state === 'HIT' || state === 'STALE') reply.header('age', wholeSeconds(at - entry.storedAt))
-  const maxAge = wholeSeconds(entry.freshUntil - at)
-  if (entry.status === 404) {
-    reply.header('cache-control', `public, max-age=${maxAge}`)
-    throw new PROFILE_NOT_FOUND((request.params as { username: string }).username)
+export async function serveCached (
+  reply: FastifyReply,
+  served: Served,
+  encodings: EncodedBodies,
+  representation: Representation = served.entry,
+  upstreamMs?: number
+): Promise<FastifyReply> {
+  setCachingHeaders(reply, [served], upstreamMs)
+  if (served.entry.status === 404) {
+    reply.header('cache-control', `public, max-age=${wholeSeconds(served.entry.freshUntil - served.at)}`)
+    throw new PROFILE_NOT_FOUND(shortPrefix((reply.request.params as { username: string }).username))
   }
-  const staleWindow = wholeSeconds(entry.staleUntil - Math.max(at, entry.freshUntil))
-  reply.header('cache-control', `public, max-age=${maxAge}, stale-while-revalidate=${staleWindow}`)
+  return await sendRepresentation(reply, representation, encodings)
+}
+
+/**
+ * X-Cache, Age, Server-Timing and Cache-Control for an answer made of one or more entries (a batch
+ * answers as its least fresh entry). What browsers and CDNs may serve stale is bounded so that a purge
+ * reaches callers within one freshness: `stale-while-revalidate` is never longer than the entry's own
+ * freshness; only an origin failure (`stale-if-error`) may use the rest of the stale window, as we do.
+ */
+export function setCachingHeaders (reply: FastifyReply, served: readonly Served[], upstreamMs?: number): void {
+  const state = worstState(served.map((one) => one.state))
+  reply.header('x-cache', state)
+  const cached = served.filter((one) => one.state === 'HIT' || one.state === 'STALE')
+  if (cached.length > 0) reply.header('age', Math.max(...cached.map(({ entry, at }) => wholeSeconds(at - entry.storedAt))))
+  const timing = [`cache;desc=${state}`]
+  if (upstreamMs !== undefined && (state === 'MISS' || state === 'BYPASS')) timing.push(`upstream;dur=${upstreamMs.toFixed(1)}`)
+  reply.header('server-timing', timing.join(', '))
+  const maxAge = Math.min(...served.map(({ entry, at }) => wholeSeconds(entry.freshUntil - at)))
+  const staleLeft = Math.min(...served.map(({ entry, at }) => wholeSeconds(entry.staleUntil - Math.max(at, entry.freshUntil))))
+  const freshness = Math.min(...served.map(({ entry }) => wholeSeconds(entry.freshUntil - entry.storedAt)))
+  const swr = Math.min(staleLeft, freshness)
+  reply.header('cache-control', `public, max-age=${maxAge}, stale-while-revalidate=${swr}, stale-if-error=${staleLeft}`)
+}
+
+/**
+ * The body, or 304 when If-None-Match holds its tag. A body large enough to gain goes out in the
+ * caller's preferred coding (br, gzip), from encodings made once per version; each coding has a tag
+ * of its own, since its bytes differ.
+ */
+export async function sendRepresentation (reply: FastifyReply, { body, etag }: Representation, encodings: EncodedBodies): Promise<FastifyReply> {
+  const encoded = await encodings.get(etag, body)
+  const coding = encoded === undefined ? undefined : preferredCoding(reply.request.headers['accept-encoding'])
+  if (encoded !== undefined) reply.header('vary', 'accept-encoding')
+  const tag = coding === undefined ? etag : codedEtag(etag, coding)
   // Lifetime 0: @fastify/caching remembers no tag (see NO_TAG_STORE in routes/profiles.ts).
-  reply.etag(etag, 0)
-  if (matchesEtag(request.headers['if-none-match'], etag)) return reply.code(304).send()
+  reply.etag(tag, 0)
+  if (matchesEtag(reply.request.headers['if-none-match'], tag)) return reply.code(304).send()
+  reply.type('application/json; charset=utf-8')
   // Already JSON: sent as it is, without a second serialization.
-  return reply.type('application/json; charset=utf-8').send(body)
+  if (encoded === undefined || coding === undefined) return reply.send(body)
+  return reply.header('content-encoding', coding).send(encoded[coding])
+}
+
+/** `"abc"` in brotli is `"abc-br"`: a tag per coding, derived from the body's. */
+export function codedEtag (etag: string, coding: string): string {
+  return `${etag.slice(0, -1)}-${coding}"`
+}
+
+const STATE_ORDER: readonly CacheState[] = ['MISS', 'BYPASS', 'STALE', 'HIT']
+
+/** The state of an answer made of several entries: the one that says most about how it was made. */
+function worstState (states: readonly CacheState[]): CacheState {
+  return STATE_ORDER.find((state) => states.includes(state)) ?? 'HIT'
 }
 
 function wholeSeconds (ms: number): number {

@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static, type TUnsafe, type SchemaOptions } from '@sinclair/typebox'
 
 export const ErrorResponse = Type.Object({
   statusCode: Type.Integer({ examples: [404] }),
@@ -21,3 +21,11 @@ export const Username = Type.String({
 
 export const UsernameParams = Type.Object({ username: Username })
 export type UsernameParams = Static<typeof UsernameParams>
+
+/**
+ * A string from a fixed list, as a JSON Schema `enum`: a union of literals would be `anyOf`, which
+ * documentation UIs and client generators render as a free string.
+ */
+export function StringEnum<T extends string> (values: readonly T[], options: SchemaOptions = {}): TUnsafe<T> {
+  return Type.Unsafe<T>({ type: 'string', enum: [...values], ...options })
+}

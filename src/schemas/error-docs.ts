@@ -2,7 +2,8 @@ import { STATUS_CODES } from 'node:http'
 import { Type, type TObject } from '@sinclair/typebox'
 import { errorResponse } from '../error-response.js'
 import * as errors from '../errors.js'
-import type { ErrorResponse } from './common.js'
+import { StringEnum, type ErrorResponse } from './common.js'
+import { ERROR_HEADERS } from './headers.js'
 import { QUERY_VALUES } from './profile.js'
 
 /** An error a route can answer, as created by src/errors.ts (its code and status travel with it). */
@@ -12,11 +13,20 @@ interface CodedError {
   message: string
 }
 
+/** The error body, its `code` one of `codes` (an enum a client generator turns into a union type). */
+export function ErrorBody (codes: readonly string[], options: Record<string, unknown> = {}): TObject {
+  return Type.Object({
+    statusCode: Type.Integer(),
+    code: StringEnum(codes),
+    error: Type.String(),
+    message: Type.String()
+  }, options)
+}
+
 /**
- * The response schemas of a route's errors, for the OpenAPI document: one per status, describing every
- * code the route can answer with it, with each code's body as an example (built by the same
- * `errorResponse` that builds the real ones). Each schema is the plain error shape: documentation
- * must not narrow what the serializer accepts.
+ * The response schemas of a route's errors, for the OpenAPI document: one per status, its `code` an
+ * enum of every code the route can answer with it, with each code's body as an example (built by the
+ * same `errorResponse` that builds the real ones). An enum does not narrow what the serializer writes.
  */
 export function errorResponses (...errors: CodedError[]): Record<number, TObject> {
   const byStatus = new Map<number, ErrorResponse[]>()
@@ -24,30 +34,27 @@ export function errorResponses (...errors: CodedError[]): Record<number, TObject
     const body = errorResponse(error)
     byStatus.set(body.statusCode, [...byStatus.get(body.statusCode) ?? [], body])
   }
-  return Object.fromEntries([...byStatus].map(([status, bodies]) => [status, Type.Object({
-    statusCode: Type.Integer(),
-    code: Type.String({ description: `one of: ${bodies.map((body) => body.code).join(', ')}` }),
-    error: Type.String(),
-    message: Type.String()
-  }, {
+  return Object.fromEntries([...byStatus].map(([status, bodies]) => [status, ErrorBody(bodies.map((body) => body.code), {
     description: `${STATUS_CODES[status] ?? 'Error'}: ${bodies.map((body) => `\`${body.code}\``).join(', ')}`,
-    examples: bodies
+    examples: bodies,
+    headers: ERROR_HEADERS
   })]))
 }
 
-/** What any lookup can fail with, whichever data route asks (examples with plausible arguments). */
-const lookupErrors = [
+/** What a username's lookup can fail with, in a batch as on its own (examples with plausible arguments). */
+export const memberErrors = [
   new errors.PROFILE_NOT_FOUND('ghost-1'),
-  new errors.RATE_LIMITED(42),
-  new errors.INTERNAL_ERROR(),
   new errors.UPSTREAM_ERROR('status 500'),
   new errors.UPSTREAM_INVALID_RESPONSE(),
   new errors.UPSTREAM_AUTH_FAILED('the identity provider answered 401'),
   new errors.UPSTREAM_RATE_LIMITED(30),
   new errors.UPSTREAM_OVERLOADED(),
-  new errors.SERVICE_OVERLOADED(5),
-  new errors.UPSTREAM_TIMEOUT(5000)
+  new errors.UPSTREAM_TIMEOUT(5000),
+  new errors.INTERNAL_ERROR()
 ]
+
+/** What any lookup request can fail with, whichever data route asks. */
+const lookupErrors = [...memberErrors, new errors.RATE_LIMITED(42), new errors.SERVICE_OVERLOADED(5)]
 
 /** The errors of `/profile/:username` and `/profile/:username/timeline`. */
 export const lookupErrorResponses = errorResponses(new errors.INVALID_USERNAME(), ...lookupErrors)
@@ -55,3 +62,8 @@ export const lookupErrorResponses = errorResponses(new errors.INVALID_USERNAME()
 /** The errors of `/user/:username?query=`: a bad field besides. */
 export const fieldErrorResponses = errorResponses(
   new errors.INVALID_USERNAME(), new errors.INVALID_FIELD(QUERY_VALUES.join(', ')), ...lookupErrors)
+
+/** The errors of the batch as a whole: a bad batch or field list, or protection (members' own go in the body). */
+export const batchErrorResponses = errorResponses(
+  new errors.INVALID_BATCH(51), new errors.INVALID_FIELD(QUERY_VALUES.join(', ')),
+  new errors.RATE_LIMITED(42), new errors.SERVICE_OVERLOADED(5), new errors.INTERNAL_ERROR())

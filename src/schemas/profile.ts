@@ -1,5 +1,6 @@
 import { Type, type Static, type TString } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
+import { StringEnum } from './common.js'
 
 /** The ten profile fields, spelled as the upstream spells them in bodies. */
 export const PROFILE_FIELDS = ['name', 'age', 'gender', 'location', 'Credits', 'rank', 'videos', 'photos', 'joined', 'about'] as const
@@ -7,7 +8,7 @@ export type ProfileField = typeof PROFILE_FIELDS[number]
 
 /** `?query=` values (lower case) to body keys: `credits` answers `Credits`. */
 export const FIELD_BY_QUERY: ReadonlyMap<string, ProfileField> = new Map(PROFILE_FIELDS.map((field) => [field.toLowerCase(), field]))
-export const QUERY_VALUES = [...FIELD_BY_QUERY.keys()]
+export const QUERY_VALUES = [...FIELD_BY_QUERY.keys()] as ReadonlyArray<Lowercase<ProfileField>>
 
 const example: Record<ProfileField, string> = {
   name: 'Alice Moreau',
@@ -39,9 +40,7 @@ export const TimelineResponse = Type.Object({
 export type TimelineResponse = Static<typeof TimelineResponse>
 
 export const FieldQuery = Type.Object({
-  query: Type.Union(QUERY_VALUES.map((value) => Type.Literal(value)), {
-    description: 'the field to return, matched case-insensitively'
-  })
+  query: StringEnum(QUERY_VALUES, { description: 'the field to return, matched case-insensitively' })
 })
 export type FieldQuery = Static<typeof FieldQuery>
 

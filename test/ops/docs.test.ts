@@ -5,8 +5,9 @@ import { stack } from '../helper.js'
 interface Example { value: { statusCode: number, code: string, error: string, message: string } }
 interface MediaType { schema: Record<string, unknown>, example?: Example['value'], examples?: Record<string, Example> }
 interface Operation {
+  operationId?: string
   parameters?: Array<{ name: string, in: string, example?: unknown }>
-  responses: Record<string, { description: string, content?: Record<string, MediaType> }>
+  responses: Record<string, { description: string, headers?: object, content?: Record<string, MediaType> }>
 }
 
 /** What each data route can answer besides 200 and 304, by status: the contract's codes. */
@@ -41,7 +42,35 @@ t.test('/docs/json is an OpenAPI document of the three routes and the operationa
   const { document } = await openapi(t)
   t.match(document.openapi, /^3\.1\./)
   t.same(Object.keys(document.paths).sort(),
-    ['/healthz', '/metrics', '/profile/{username}', '/profile/{username}/timeline', '/readyz', '/user/{username}'])
+    ['/healthz', '/metrics', '/profile/{username}', '/profile/{username}/timeline', '/profiles', '/readyz', '/user/{username}'])
+})
+
+t.test('a client can be generated from it: operationIds, enums, every header documented', async (t) => {
+  const { document } = await openapi(t)
+  const operations = ['/profile/{username}', '/profile/{username}/timeline', '/user/{username}', '/profiles']
+    .map((path) => [path, document.paths[path]?.get] as const)
+  t.same(operations.map(([, operation]) => operation?.operationId), ['getProfile', 'getTimeline', 'getField', 'getProfiles'])
+  const parameter = (path: string, name: string) => (document.paths[path]?.get.parameters ?? [])
+    .find((one) => one.name === name) as { in: string, schema: Record<string, unknown> } | undefined
+  const tenValues = ['name', 'age', 'gender', 'location', 'credits', 'rank', 'videos', 'photos', 'joined', 'about']
+  t.same(parameter('/user/{username}', 'query')?.schema.enum, tenValues, '`query` is an enum, not anyOf')
+  t.same((parameter('/profiles', 'fields')?.schema.items as { enum: string[] }).enum, tenValues)
+  t.equal(parameter('/profiles', 'username')?.schema.type, 'array')
+  for (const [path, operation] of operations) {
+    t.equal(parameter(path, 'if-none-match')?.in, 'header', `${path}: If-None-Match`)
+    for (const [status, response] of Object.entries(operation?.responses ?? {})) {
+      const headers = Object.keys((response as { headers?: object }).headers ?? {})
+      t.ok(headers.includes('x-request-id'), `${path} ${status}: X-Request-Id`)
+      if (status === '200' || status === '304') {
+        for (const header of ['x-cache', 'cache-control', 'etag', 'age', 'server-timing', 'vary', 'content-encoding']) {
+          t.ok(headers.includes(header), `${path} ${status}: ${header}`)
+        }
+      } else {
+        const code = (response.content?.['application/json']?.schema as { properties: { code: { enum?: string[] } } }).properties.code
+        t.ok(Array.isArray(code.enum) && code.enum.length > 0, `${path} ${status}: code is an enum`)
+      }
+    }
+  }
 })
 
 t.test('each data route documents its parameters and its 200 body, with examples', async (t) => {
@@ -98,6 +127,7 @@ t.test('/docs serves Swagger UI, with a content security policy that lets it run
   t.match(csp, /script-src 'self'/, 'its scripts may load')
   t.match(csp, /style-src 'self'/, 'its styles may load')
   t.notMatch(csp, /default-src 'none'/, 'not the API\'s policy, which would leave the page blank')
+  t.notMatch(csp, /upgrade-insecure-requests/, 'over plain HTTP on any address, its scripts load over HTTP')
   const assets = [...page.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1] ?? '')
   t.ok(assets.includes('/docs/static/swagger-ui-bundle.js'))
   for (const asset of assets.filter((url) => !url.includes('favicon'))) {

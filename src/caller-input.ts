@@ -1,0 +1,8 @@
+/** How much of what a caller sent an error message may repeat: enough to recognise it, never a payload. */
+export const ECHO_LIMIT = 40
+
+/** The first ECHO_LIMIT code points of `input`, marked with `…` when cut. */
+export function shortPrefix (input: string, limit = ECHO_LIMIT): string {
+  const codePoints = [...input]
+  return codePoints.length <= limit ? input : `${codePoints.slice(0, limit).join('')}…`
+}

@@ -1,0 +1,101 @@
+import { createHash } from 'node:crypto'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import { TypeCompiler } from '@sinclair/typebox/compiler'
+import type { Served } from '../cache/swr-cache.js'
+import { shortPrefix } from '../caller-input.js'
+import type { EncodedBodies } from '../encoded-bodies.js'
+import { errorResponse } from '../error-response.js'
+import { INVALID_BATCH, INVALID_USERNAME, PROFILE_NOT_FOUND } from '../errors.js'
+import { BatchQuery, BatchResponse, MAX_BATCH } from '../schemas/batch.js'
+import { Username, type ErrorResponse } from '../schemas/common.js'
+import { batchErrorResponses } from '../schemas/error-docs.js'
+import { CACHED_HEADERS, withHeaders } from '../schemas/headers.js'
+import { PROFILE_FIELDS, type ProfileField } from '../schemas/profile.js'
+import { sendRepresentation, setCachingHeaders } from './serve-cached.js'
+import { timed } from './timed.js'
+
+const usernameCheck = TypeCompiler.Compile(Username)
+
+/** Errors a member's own request could have been answered from a cache: they do not stop the batch being cached. */
+const CACHEABLE_CODES = new Set(['INVALID_USERNAME', 'PROFILE_NOT_FOUND'])
+
+export interface BatchRoutesOptions {
+  encodings: EncodedBodies
+}
+
+/** `GET /profiles?username=a&username=b[&fields=name,age]`: a list page's profiles in one request. */
+const batchRoutes: FastifyPluginAsyncTypebox<BatchRoutesOptions> = async (app, { encodings }) => {
+  const { lookups } = app
+
+  app.get('/profiles', {
+    schema: {
+      operationId: 'getProfiles',
+      summary: 'Several members\' profiles in one request',
+      description: `1 to ${MAX_BATCH} distinct usernames. Each one is served as \`/profile/:username\` would serve it; ` +
+        'one that fails is listed under `errors` with the error its own request would have answered, and the others are still served. ' +
+        'For the rate limit, a batch counts once per username.',
+      tags: ['profiles'],
+      querystring: BatchQuery,
+      headers: Type.Object({ 'if-none-match': Type.Optional(Type.String({ description: 'the ETag of a batch answer you hold' })) }),
+      response: {
+        200: withHeaders(BatchResponse, CACHED_HEADERS),
+        304: withHeaders(Type.Null({ description: 'Not Modified: the caller\'s If-None-Match is current' }), CACHED_HEADERS),
+        ...batchErrorResponses
+      }
+    },
+    // `fields` comma-separated or repeated: split and lower-cased before the schema checks each value.
+    preValidation: async (request) => {
+      const query = request.query as { fields?: unknown }
+      const given: unknown[] = typeof query.fields === 'string' ? [query.fields] : Array.isArray(query.fields) ? query.fields : []
+      if (given.length > 0) query.fields = given.flatMap((value) => String(value).split(',')).map((field) => field.trim().toLowerCase())
+    }
+  }, async (request, reply) => {
+    const usernames = [...new Set(request.query.username ?? [])]
+    if (usernames.length < 1 || usernames.length > MAX_BATCH) throw new INVALID_BATCH(usernames.length)
+    // The request itself was counted once already.
+    await app.chargeRateLimit(request, reply, usernames.length - 1)
+    const wanted = request.query.fields === undefined ? undefined : new Set<string>(request.query.fields)
+    const fields = wanted && PROFILE_FIELDS.filter((field) => wanted.has(field.toLowerCase()))
+    const valid = usernames.filter((username) => usernameCheck.Check(username))
+    const { value: results, ms } = await timed(async () => await lookups.profiles(valid))
+    const served = new Map<string, Served | ErrorResponse>()
+    valid.forEach((username, i) => {
+      const result = results[i] as PromiseSettledResult<Served>
+      if (result.status === 'fulfilled') return served.set(username, result.value)
+      const body = errorResponse(result.reason as Error)
+      if (body.code === 'INTERNAL_ERROR') request.log.error({ err: result.reason }, 'batch member failed')
+      served.set(username, body)
+    })
+    const profiles: string[] = []
+    const errors: string[] = []
+    const entries: Served[] = []
+    let cacheable = true
+    for (const username of usernames) {
+      const answer = served.get(username) ?? errorResponse(new INVALID_USERNAME())
+      const key = JSON.stringify(username)
+      if (!('entry' in answer)) {
+        cacheable &&= CACHEABLE_CODES.has(answer.code)
+        errors.push(`${key}:${JSON.stringify(answer)}`)
+        continue
+      }
+      entries.push(answer)
+      if (answer.entry.status === 404) {
+        errors.push(`${key}:${JSON.stringify(errorResponse(new PROFILE_NOT_FOUND(shortPrefix(username))))}`)
+      } else {
+        profiles.push(`${key}:${fields === undefined ? answer.entry.body : JSON.stringify({ user: pick(lookups.userOf(answer.entry), fields) })}`)
+      }
+    }
+    const body = `{"profiles":{${profiles.join(',')}},"errors":{${errors.join(',')}}}`
+    if (entries.length > 0) setCachingHeaders(reply, entries, ms)
+    // A member whose upstream failed may load next time: this answer must not be kept.
+    if (!cacheable || entries.length === 0) reply.header('cache-control', 'no-store')
+    return await sendRepresentation(reply, { body, etag: `"${createHash('sha1').update(body).digest('base64url')}"` }, encodings)
+  })
+}
+
+function pick (user: Record<ProfileField, string>, fields: readonly ProfileField[]): Partial<Record<ProfileField, string>> {
+  return Object.fromEntries(fields.map((field) => [field, user[field]]))
+}
+
+export default batchRoutes
