@@ -1,7 +1,6 @@
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
-import { errorResponse } from './error-response.js'
 import { loggerOptions, OneLinePerRequest, requestId } from './logging.js'
 import configPlugin from './plugins/config.js'
 import errorHandler from './plugins/error-handler.js'
@@ -48,11 +47,8 @@ export async function buildApp ({ config, logger, now, loadShedding: sheddingOpt
     return503OnClosing: false,
     routerOptions: { maxParamLength: MAX_USERNAME_URL_CHARS, ignoreTrailingSlash: false },
     trustProxy: config.TRUST_PROXY,
-    // A malformed URL (bad percent-encoding) is answered before any route, hence before the error handler.
-    frameworkErrors: (error, _request, reply: FastifyReply) => {
-      const body = errorResponse(error)
-      reply.code(body.statusCode).header('cache-control', 'no-store').send(body)
-    }
+    // A malformed URL (bad percent-encoding) is answered before any route, hence before the error handler and the hooks.
+    frameworkErrors: (error, request, reply) => { app.answerFrameworkError(error, request, reply) }
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   await app.register(configPlugin, { config })

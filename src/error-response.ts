@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError } from 'fastify'
+import { shortPrefix } from './caller-input.js'
 import * as errors from './errors.js'
 import type { ErrorResponse } from './schemas/common.js'
 import { QUERY_VALUES } from './schemas/profile.js'
@@ -22,7 +23,8 @@ export function errorResponse (error: Partial<FastifyError>): ErrorResponse {
     return describe(error as FastifyError)
   }
   const status = error.statusCode ?? 500
-  if (status >= 400 && status < 500) return body(status, codeOfStatus(status), error.message ?? '')
+  // Fastify's own messages may quote the URL or a header: only a short prefix of them goes back.
+  if (status >= 400 && status < 500) return body(status, codeOfStatus(status), shortPrefix(error.message ?? '', 80))
   return describe(new errors.INTERNAL_ERROR())
 }
 

@@ -1,10 +1,11 @@
 import cors from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import type { AnswerHeaders } from './error-handler.js'
 
 /** Response headers a frontend may read besides the simple ones: caching, retry and tracing. */
 export const EXPOSED_HEADERS = [
-  'age', 'etag', 'retry-after', 'x-cache', 'x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'
+  'age', 'etag', 'retry-after', 'server-timing', 'x-cache', 'x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'
 ]
 
 /**
@@ -14,11 +15,17 @@ export const EXPOSED_HEADERS = [
 async function corsPolicy (app: FastifyInstance): Promise<void> {
   const origins = parseOrigins(app.config.CORS_ORIGINS)
   // Only a real preflight (Origin and Access-Control-Request-Method) is answered; any other OPTIONS is
-  // an unsupported method, `404 NOT_FOUND` like the others, not @fastify/cors's plain-text 400.
+  // an unsupported method, `405 METHOD_NOT_ALLOWED` like the others, not @fastify/cors's plain-text 400.
+  const setHeaders = corsHeaders(origins)
+  app.answerHeaders.push(setHeaders)
   app.addHook('onRequest', (request, reply, done) => {
     const { origin, 'access-control-request-method': method } = request.headers
-    if (request.method === 'OPTIONS' && (origin === undefined || method === undefined)) reply.callNotFound()
-    else done()
+    if (request.method === 'OPTIONS' && (origin === undefined || method === undefined)) {
+      setHeaders(request, reply)
+      reply.callNotFound()
+    } else {
+      done()
+    }
   })
   await app.register(cors, {
     origin: origins.includes('*') ? '*' : origins,
@@ -29,9 +36,20 @@ async function corsPolicy (app: FastifyInstance): Promise<void> {
   })
 }
 
+/** @fastify/cors's answer to a simple request, for the answers its hook never sees (see plugins/error-handler.ts). */
+function corsHeaders (origins: readonly string[]): AnswerHeaders {
+  return (request, reply) => {
+    const { origin } = request.headers
+    if (origins.includes('*')) reply.header('access-control-allow-origin', '*')
+    else if (origin !== undefined && origins.includes(origin)) reply.header('access-control-allow-origin', origin).header('vary', 'origin')
+    else return
+    reply.header('access-control-expose-headers', EXPOSED_HEADERS.join(', '))
+  }
+}
+
 /** `https://a.example, https://b.example` → the origins, blanks dropped. */
 export function parseOrigins (value: string): string[] {
   return value.split(',').map((origin) => origin.trim()).filter((origin) => origin !== '')
 }
 
-export default fp(corsPolicy, { name: 'cors', dependencies: ['config'] })
+export default fp(corsPolicy, { name: 'cors', dependencies: ['config', 'error-handler'] })

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 
 /**
@@ -7,10 +7,12 @@ import fp from 'fastify-plugin'
  */
 async function requestIdHeader (app: FastifyInstance): Promise<void> {
   // Hooks on every request are callback-style: no promise per request on the hot path.
+  const setHeader = (request: FastifyRequest, reply: FastifyReply): void => { reply.header('x-request-id', request.id) }
+  app.answerHeaders.push(setHeader)
   app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id)
+    setHeader(request, reply)
     done()
   })
 }
 
-export default fp(requestIdHeader, { name: 'request-id' })
+export default fp(requestIdHeader, { name: 'request-id', dependencies: ['error-handler'] })

@@ -55,6 +55,7 @@ export async function helmetHeaders (options: FastifyHelmetOptions): Promise<Rec
 async function securityHeaders (app: FastifyInstance): Promise<void> {
   const api = await helmetHeaders(API_HELMET_OPTIONS)
   const docs = await helmetHeaders(DOCS_HELMET_OPTIONS)
+  app.answerHeaders.push((_request, reply) => { reply.headers(api) })
   // Hooks on every request are callback-style: no promise per request on the hot path.
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(request.routeOptions.url?.startsWith(DOCS_PREFIX) === true ? docs : api)
@@ -62,4 +63,4 @@ async function securityHeaders (app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(securityHeaders, { name: 'security-headers' })
+export default fp(securityHeaders, { name: 'security-headers', dependencies: ['error-handler'] })
