@@ -1,0 +1,134 @@
+import t from 'tap'
+import { profileOf } from '../dev/profiles.js'
+import { cacheStack } from './cache/helper.js'
+import { stack } from './helper.js'
+
+const batchUrl = (usernames: readonly string[], extra = ''): string =>
+  `/profiles?${usernames.map((username) => `username=${encodeURIComponent(username)}`).join('&')}${extra}`
+const names = (prefix: string, count: number): string[] => Array.from({ length: count }, (_, i) => `${prefix}-${i}`)
+
+t.test('50 warm usernames in one request: every profile from its entry, no upstream call', async (t) => {
+  const { app, sim } = await cacheStack(t)
+  const members = names('warm', 50)
+  for (const username of members) await app.inject(`/profile/${username}`)
+  const res = await app.inject(batchUrl(members))
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['x-cache'], 'HIT')
+  t.equal(res.headers['server-timing'], 'cache;desc=HIT')
+  t.same(res.json(), { profiles: Object.fromEntries(members.map((username) => [username, { user: profileOf(username) }])), errors: {} })
+  t.equal(sim.stats.dataCalls, 50, 'only the 50 warming calls')
+})
+
+t.test('cold usernames load in parallel, one upstream call each, even with single lookups of them on two instances', async (t) => {
+  const latencyMs = 300
+  const { app, sim, another } = await cacheStack(t, { sim: { latencyMs } })
+  const second = await another()
+  await app.inject('/profile/token-warmer') // the token exchange is not what is measured
+  const members = names('cold', 20)
+  const started = Date.now()
+  const [batch, otherBatch, ...singles] = await Promise.all([
+    app.inject(batchUrl(members)),
+    second.inject(batchUrl(members)),
+    ...members.map(async (username, i) => await (i % 2 === 0 ? app : second).inject(`/profile/${username}`))
+  ])
+  const elapsed = Date.now() - started
+  t.ok(elapsed < 3 * latencyMs, `20 cold usernames in ${elapsed} ms: about one upstream latency (${latencyMs} ms), not 20`)
+  for (const username of members) t.equal(sim.callsFor('profile', username), 1, username)
+  for (const res of [batch, otherBatch]) {
+    t.equal(res?.statusCode, 200)
+    t.same(Object.keys(res?.json().profiles).sort(), [...members].sort())
+  }
+  t.same(new Set(singles.map((res) => res.statusCode)), new Set([200]))
+  t.equal(batch?.headers['x-cache'], 'MISS')
+  t.match(batch?.headers['server-timing'], /^cache;desc=MISS, upstream;dur=\d+(\.\d)?$/)
+})
+
+t.test('mixed results: every username under exactly one of profiles or errors', async (t) => {
+  const { app, sim, clock } = await cacheStack(t)
+  await app.inject('/profile/stale-one')
+  clock.advance(301)
+  sim.failAlways({ kind: 'status', status: 500 })
+  const members = ['alice', 'ghost-7', 'a\u0001b', 'stale-one', 'x'.repeat(129)]
+  const res = await app.inject(batchUrl(members.filter((name) => name !== 'alice')))
+  t.equal(res.statusCode, 200)
+  const body = res.json()
+  t.same(Object.keys(body.profiles), ['stale-one'], 'stale-if-error: the stale entry is served')
+  t.same(body.profiles['stale-one'], { user: profileOf('stale-one') })
+  t.same(body.errors['ghost-7'], { statusCode: 502, code: 'UPSTREAM_ERROR', error: 'Bad Gateway', message: 'The profile service failed: status 500' },
+    'no stale entry: the upstream failure is that username\'s answer')
+  const invalid = { statusCode: 400, code: 'INVALID_USERNAME', error: 'Bad Request', message: 'username must be 1 to 128 characters, not "." or "..", without control characters' }
+  t.same(body.errors['a\u0001b'], invalid)
+  t.same(body.errors['x'.repeat(129)], invalid)
+  t.equal(res.headers['cache-control'], 'no-store', 'an answer holding an upstream failure is not kept')
+  t.equal(res.headers['x-cache'], 'STALE')
+
+  sim.failAlways(undefined)
+  const later = await app.inject(batchUrl(['alice', 'ghost-7', 'a\u0001b']))
+  t.same(Object.keys(later.json().profiles), ['alice'])
+  t.same(later.json().errors['ghost-7'], { statusCode: 404, code: 'PROFILE_NOT_FOUND', error: 'Not Found', message: 'No profile for username ghost-7' })
+  t.same(Object.keys(later.json().errors).sort(), ['a\u0001b', 'ghost-7'])
+  t.match(later.headers['cache-control'], /^public, max-age=\d+/, 'unknown and invalid usernames do not stop it being cached')
+})
+
+t.test('fields keeps only the keys asked for, case-insensitively, comma-separated or repeated', async (t) => {
+  const { app } = await stack(t)
+  const expected = { user: { name: profileOf('alice').name, Credits: profileOf('alice').Credits } }
+  for (const extra of ['&fields=name,CREDITS', '&fields=credits&fields=Name', '&fields=name, credits']) {
+    const res = await app.inject(batchUrl(['alice'], extra))
+    t.equal(res.statusCode, 200, extra)
+    t.same(res.json().profiles.alice, expected, extra)
+  }
+  const bad = await app.inject(batchUrl(['alice'], '&fields=name,email'))
+  t.equal(bad.statusCode, 400)
+  t.equal(bad.json().code, 'INVALID_FIELD')
+  t.equal(bad.headers['cache-control'], 'no-store')
+})
+
+t.test('1 to 50 distinct usernames, duplicates counting once; otherwise 400 INVALID_BATCH', async (t) => {
+  const { app, sim } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '0' } })
+  const fifty = names('m', 50)
+  const withDuplicates = await app.inject(batchUrl([...fifty, ...fifty.slice(0, 10)]))
+  t.equal(withDuplicates.statusCode, 200)
+  t.equal(Object.keys(withDuplicates.json().profiles).length, 50)
+  const calls = sim.stats.dataCalls
+  for (const url of ['/profiles', '/profiles?fields=name', batchUrl(names('n', 51))]) {
+    const res = await app.inject(url)
+    t.equal(res.statusCode, 400, url.slice(0, 40))
+    t.equal(res.json().code, 'INVALID_BATCH')
+    t.match(res.json().message, /^username must be given 1 to 50 times \(distinct values\), here (0|51)$/)
+  }
+  t.equal(sim.stats.dataCalls, calls, 'a refused batch looks nothing up')
+})
+
+t.test('the rate limit counts a batch once per username', async (t) => {
+  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '10' } })
+  const first = await app.inject(batchUrl(names('r', 6)))
+  t.equal(first.statusCode, 200)
+  t.equal(first.headers['x-ratelimit-remaining'], '4')
+  const second = await app.inject(batchUrl(names('s', 6)))
+  t.equal(second.statusCode, 429)
+  t.equal(second.json().code, 'RATE_LIMITED')
+  t.match(second.headers['retry-after'], /^\d+$/)
+  const single = await app.inject('/profile/alice')
+  t.equal(single.statusCode, 429, 'the budget is spent for single lookups too')
+})
+
+t.test('ETag and 304; Cache-Control takes the least fresh entry', async (t) => {
+  const { app, clock } = await cacheStack(t)
+  await app.inject('/profile/old-one')
+  clock.advance(100)
+  await app.inject('/profile/new-one')
+  const res = await app.inject(batchUrl(['old-one', 'new-one']))
+  const singles = await Promise.all(['old-one', 'new-one'].map(async (name) => await app.inject(`/profile/${name}`)))
+  const maxAges = singles.map((one) => Number(/max-age=(\d+)/.exec(String(one.headers['cache-control']))?.[1]))
+  t.equal(Number(/max-age=(\d+)/.exec(String(res.headers['cache-control']))?.[1]), Math.min(...maxAges))
+  t.equal(res.headers.age, '100', 'the oldest entry\'s age')
+  const etag = String(res.headers.etag)
+  t.match(etag, /^"[\w-]+"$/)
+  const again = await app.inject({ url: batchUrl(['old-one', 'new-one']), headers: { 'if-none-match': etag } })
+  t.equal(again.statusCode, 304)
+  t.equal(again.body, '')
+  const otherFields = await app.inject({ url: batchUrl(['old-one', 'new-one'], '&fields=name'), headers: { 'if-none-match': etag } })
+  t.equal(otherFields.statusCode, 200, 'another body, another tag')
+  t.not(otherFields.headers.etag, etag)
+})
