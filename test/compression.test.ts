@@ -1,0 +1,76 @@
+import { brotliDecompressSync, gunzipSync } from 'node:zlib'
+import t from 'tap'
+import { EncodedBodies, MIN_ENCODED_BYTES, preferredCoding } from '../src/encoded-bodies.js'
+import { cacheStack } from './cache/helper.js'
+
+const members = Array.from({ length: 30 }, (_, i) => `c-${i}`)
+const batchUrl = `/profiles?${members.map((username) => `username=${username}`).join('&')}`
+
+t.test('a large body goes out in the caller\'s coding, decoding to exactly the identity body, each coding with its own ETag', async (t) => {
+  const { app } = await cacheStack(t)
+  const identity = await app.inject(batchUrl)
+  t.ok(identity.rawPayload.length >= MIN_ENCODED_BYTES, 'a body above the threshold')
+  t.equal(identity.headers['content-encoding'], undefined)
+  t.equal(identity.headers.vary, 'accept-encoding')
+  const decode = { br: brotliDecompressSync, gzip: gunzipSync }
+  const etags = new Set([identity.headers.etag])
+  for (const [accept, coding] of [['gzip, deflate, br', 'br'], ['gzip', 'gzip'], ['br;q=0, *', 'gzip'], ['*', 'br']] as const) {
+    const res = await app.inject({ url: batchUrl, headers: { 'accept-encoding': accept } })
+    t.equal(res.headers['content-encoding'], coding, accept)
+    t.equal(res.headers.vary, 'accept-encoding')
+    t.ok(res.rawPayload.length < identity.rawPayload.length / 2, `${coding} is smaller`)
+    t.same(decode[coding](res.rawPayload), identity.rawPayload, `${coding} decodes to the identity body`)
+    etags.add(res.headers.etag)
+    const revalidated = await app.inject({ url: batchUrl, headers: { 'accept-encoding': accept, 'if-none-match': String(res.headers.etag) } })
+    t.equal(revalidated.statusCode, 304, `${accept}: its own tag revalidates`)
+  }
+  t.equal(etags.size, 3, 'identity, br and gzip: three tags')
+  const identityTagForBrotli = await app.inject({ url: batchUrl, headers: { 'accept-encoding': 'br', 'if-none-match': String(identity.headers.etag) } })
+  t.equal(identityTagForBrotli.statusCode, 200, 'the identity tag does not name the brotli bytes')
+})
+
+t.test('a body below the threshold (a profile) is sent as it is, without Vary', async (t) => {
+  const { app } = await cacheStack(t)
+  const profile = await app.inject({ url: '/profile/alice', headers: { 'accept-encoding': 'br, gzip' } })
+  t.ok(profile.rawPayload.length < MIN_ENCODED_BYTES)
+  t.equal(profile.headers['content-encoding'], undefined)
+  t.equal(profile.headers.vary, undefined)
+})
+
+t.test('each version is compressed once: hits send the stored bytes', async (t) => {
+  const compressed: string[] = []
+  const counting = async (body: string): Promise<Buffer> => {
+    compressed.push(body)
+    return Buffer.from(body.slice(0, 10))
+  }
+  const encodings = new EncodedBodies({ compress: { br: counting, gzip: counting } })
+  const body = 'x'.repeat(MIN_ENCODED_BYTES)
+  const answers = await Promise.all(Array.from({ length: 5 }, async () => await encodings.get('"v1"', body)))
+  await encodings.get('"v1"', body)
+  t.equal(compressed.length, 2, 'one brotli and one gzip for five concurrent and one later request')
+  t.equal(new Set(answers).size, 1)
+  await encodings.get('"v2"', `${body}y`)
+  t.equal(compressed.length, 4, 'a new version is compressed once more')
+  t.equal(await encodings.get('"small"', 'x'.repeat(MIN_ENCODED_BYTES - 1)), undefined, 'below the threshold: never')
+  t.equal(compressed.length, 4)
+})
+
+t.test('Accept-Encoding is read with its weights', async (t) => {
+  const cases: Array<[string | undefined, string | undefined]> = [
+    [undefined, undefined], ['', undefined], ['identity', undefined], ['gzip', 'gzip'], ['br', 'br'], ['gzip;q=1, br;q=0.5', 'gzip'],
+    ['gzip, br', 'br'], ['*;q=0', undefined], ['br;q=0, gzip;q=0', undefined], ['deflate', undefined], ['BR', 'br']
+  ]
+  for (const [header, coding] of cases) t.equal(preferredCoding(header), coding, String(header))
+})
+
+t.test('Server-Timing says how the answer was made, and browsers may read it', async (t) => {
+  const { app } = await cacheStack(t, { sim: { latencyMs: 50 } })
+  const miss = await app.inject({ url: '/profile/timed', headers: { origin: 'https://app.example' } })
+  const [, dur] = /^cache;desc=MISS, upstream;dur=(\d+\.\d)$/.exec(String(miss.headers['server-timing'])) ?? []
+  t.ok(Number(dur) >= 50, `the upstream's share (${dur} ms) includes its latency`)
+  t.match(miss.headers['access-control-expose-headers'], /server-timing/)
+  const hit = await app.inject('/user/timed?query=name')
+  t.equal(hit.headers['server-timing'], 'cache;desc=HIT', 'no upstream share when none was waited for')
+  const notModified = await app.inject({ url: '/profile/timed', headers: { 'if-none-match': String(miss.headers.etag) } })
+  t.equal(notModified.headers['server-timing'], 'cache;desc=HIT')
+})
