@@ -1,7 +1,7 @@
 import neostandard from 'neostandard'
 
 export default [
-  ...neostandard({ ts: true, ignores: ['dist', 'node_modules', '.tap', 'coverage'] }),
+  ...neostandard({ ts: true, ignores: ['dist', 'client/dist', 'client/src/openapi.ts', 'node_modules', '.tap', 'coverage'] }),
   { rules: { '@stylistic/comma-dangle': ['error', 'never'] } },
   {
     // TypeBox's idiom: a schema and its static type share one name (`Profile` the value, `Profile` the type).

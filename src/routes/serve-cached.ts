@@ -59,7 +59,7 @@ export function setCachingHeaders (reply: FastifyReply, served: readonly Served[
 export async function sendRepresentation (reply: FastifyReply, { body, etag }: Representation, encodings: EncodedBodies): Promise<FastifyReply> {
   const encoded = await encodings.get(etag, body)
   const coding = encoded === undefined ? undefined : preferredCoding(reply.request.headers['accept-encoding'])
-  if (encoded !== undefined) reply.header('vary', 'accept-encoding')
+  if (encoded !== undefined) addVary(reply, 'accept-encoding')
   const tag = coding === undefined ? etag : codedEtag(etag, coding)
   // Lifetime 0: @fastify/caching remembers no tag (see NO_TAG_STORE in routes/profiles.ts).
   reply.etag(tag, 0)
@@ -73,6 +73,12 @@ export async function sendRepresentation (reply: FastifyReply, { body, etag }: R
 /** `"abc"` in brotli is `"abc-br"`: a tag per coding, derived from the body's. */
 export function codedEtag (etag: string, coding: string): string {
   return `${etag.slice(0, -1)}-${coding}"`
+}
+
+/** Adds to Vary rather than replacing what is there (CORS may have put `Origin`). */
+function addVary (reply: FastifyReply, header: string): void {
+  const current = reply.getHeader('vary')
+  reply.header('vary', current === undefined ? header : `${String(current)}, ${header}`)
 }
 
 const STATE_ORDER: readonly CacheState[] = ['MISS', 'BYPASS', 'STALE', 'HIT']

@@ -1,0 +1,108 @@
+import { ProfileBffError, type ErrorCode } from './errors.js'
+import type { operations } from './openapi.js'
+
+type Body<O extends keyof operations> = operations[O]['responses'][200]['content']['application/json']
+
+export type ProfileBody = Body<'getProfile'>
+export type ProfileUser = ProfileBody['user']
+export type TimelineBody = Body<'getTimeline'>
+export type FieldBody = Body<'getField'>
+export type BatchBody = Body<'getProfiles'>
+/** A `query` value of the field route (also a `fields` value of the batch). */
+export type FieldQuery = operations['getField']['parameters']['query']['query']
+export type CacheState = NonNullable<operations['getProfile']['responses'][200]['headers']['x-cache']>
+
+/** An answer: its body, and what the caching headers said about it. */
+export interface Answer<T> {
+  data: T
+  /** 304: the version held here was still current; `data` is that version. */
+  status: 200 | 304
+  etag: string | undefined
+  cache: CacheState | undefined
+  serverTiming: string | undefined
+  requestId: string | undefined
+}
+
+export interface ClientOptions {
+  /** Where the service answers, e.g. `https://profiles.example` (a path prefix is kept). */
+  baseUrl: string
+  /** Default: the global fetch (browsers, Node 18+). */
+  fetch?: typeof fetch
+  /** Versions kept for ETag revalidation (the least recently used go first); 0 turns revalidation off. */
+  maxHeld?: number
+}
+
+/** The routes as functions. Every call revalidates the version it holds (If-None-Match) and throws ProfileBffError when not 200/304. */
+export interface ProfileBffClient {
+  profile: (username: string) => Promise<Answer<ProfileBody>>
+  timeline: (username: string) => Promise<Answer<TimelineBody>>
+  field: (username: string, query: FieldQuery) => Promise<Answer<FieldBody>>
+  /** 1 to 50 usernames; each one lands under `data.profiles` or `data.errors`. */
+  profiles: (usernames: readonly string[], options?: { fields?: readonly FieldQuery[] }) => Promise<Answer<BatchBody>>
+}
+
+interface Held { etag: string, data: unknown }
+
+export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(globalThis), maxHeld = 500 }: ClientOptions): ProfileBffClient {
+  const base = baseUrl.replace(/\/+$/, '')
+  const held = new Map<string, Held>()
+
+  async function get<T> (path: string): Promise<Answer<T>> {
+    const url = `${base}${path}`
+    const known = held.get(url)
+    const headers: Record<string, string> = { accept: 'application/json' }
+    if (known !== undefined) headers['if-none-match'] = known.etag
+    let response: Response
+    try {
+      // No cookies: the service holds no session, and `*` CORS answers refuse credentialed requests.
+      response = await fetchFn(url, { headers, credentials: 'omit' })
+    } catch (error) {
+      throw new ProfileBffError('NETWORK_ERROR', 0, 'The service could not be reached', undefined, { cause: error })
+    }
+    const answer = (data: unknown, status: 200 | 304): Answer<T> => ({
+      data: data as T,
+      status,
+      etag: response.headers.get('etag') ?? undefined,
+      cache: (response.headers.get('x-cache') ?? undefined) as CacheState | undefined,
+      serverTiming: response.headers.get('server-timing') ?? undefined,
+      requestId: response.headers.get('x-request-id') ?? undefined
+    })
+    if (response.status === 304 && known !== undefined) {
+      remember(url, known)
+      return answer(known.data, 304)
+    }
+    const body: unknown = await response.json().catch(() => undefined)
+    if (response.status !== 200) throw errorOf(response, body)
+    if (body === undefined) throw new ProfileBffError('UNEXPECTED_RESPONSE', 200, 'The answer is not JSON', response.headers)
+    const etag = response.headers.get('etag')
+    if (etag !== null) remember(url, { etag, data: body })
+    return answer(body, 200)
+  }
+
+  function remember (url: string, version: Held): void {
+    if (maxHeld === 0) return
+    held.delete(url)
+    held.set(url, version)
+    if (held.size > maxHeld) held.delete(held.keys().next().value as string)
+  }
+
+  const segment = encodeURIComponent
+  return {
+    profile: async (username) => await get(`/profile/${segment(username)}`),
+    timeline: async (username) => await get(`/profile/${segment(username)}/timeline`),
+    field: async (username, query) => await get(`/user/${segment(username)}?query=${segment(query)}`),
+    profiles: async (usernames, { fields } = {}) => {
+      const query = new URLSearchParams(usernames.map((username): [string, string] => ['username', username]))
+      if (fields !== undefined && fields.length > 0) query.set('fields', fields.join(','))
+      return await get(`/profiles?${query.toString()}`)
+    }
+  }
+}
+
+function errorOf (response: Response, body: unknown): ProfileBffError {
+  const error = body as { code?: unknown, message?: unknown } | undefined
+  if (typeof error?.code !== 'string') {
+    return new ProfileBffError('UNEXPECTED_RESPONSE', response.status, `The service answered ${response.status}`, response.headers)
+  }
+  return new ProfileBffError(error.code as ErrorCode, response.status, String(error.message ?? ''), response.headers)
+}

@@ -1,0 +1,7 @@
+export { createClient } from './client.js'
+export type { Answer, BatchBody, CacheState, ClientOptions, FieldBody, FieldQuery, ProfileBffClient, ProfileBody, ProfileUser, TimelineBody } from './client.js'
+export { ProfileBffError } from './errors.js'
+export type { ClientErrorCode, ErrorCode, ServiceErrorCode } from './errors.js'
+export { parseProfile } from './parse-profile.js'
+export type { ParsedProfile } from './parse-profile.js'
+export type { components, operations, paths } from './openapi.js'
