@@ -1,7 +1,7 @@
 // The client, built by `npm run build -w client`, served next to this page (see examples/serve.ts).
 import { createClient, parseProfile, ProfileBffError } from './client/index.js'
 
-const api = new URLSearchParams(location.search).get('api') ?? 'http://127.0.0.1:3000'
+const api = new URLSearchParams(window.location.search).get('api') ?? 'http://127.0.0.1:3000'
 const client = createClient({ baseUrl: api })
 const show = (id, text) => { document.getElementById(id).textContent = String(text) }
 
