@@ -126,3 +126,46 @@ async function notShed (pool: Pool, paths: string[]): Promise<Timed[]> {
   }
   return results
 }
+
+/** A browser's connections to one host over HTTP/1.1: how many of a page's single requests run at once. */
+const BROWSER_CONNECTIONS = 6
+
+/**
+ * A list page of warm members, `pageViews` times: its profiles as single requests (over a browser's six
+ * connections) against one batch request. Each page view is timed end to end.
+ */
+export async function batchVsSingles (
+  { service, usernames, pageViews }: { service: RunningChild, usernames: string[], pageViews: number }
+): Promise<BenchResults['batch']> {
+  const singlePaths = usernames.map((username) => `/profile/${encodeURIComponent(username)}`)
+  const batchPath = `/profiles?${usernames.map((username) => `username=${encodeURIComponent(username)}`).join('&')}`
+  const singlesPool = connectionsTo(service.url, BROWSER_CONNECTIONS)
+  const batchPool = connectionsTo(service.url, 1)
+  try {
+    const singles: number[] = []
+    const batches: number[] = []
+    let singleBytes = 0
+    let batchBytes = 0
+    for (let view = 0; view < pageViews; view++) {
+      const started = performance.now()
+      const answers = await stream(singlesPool, singlePaths, BROWSER_CONNECTIONS)
+      singles.push(performance.now() - started)
+      const batch = await timedGet(batchPool, batchPath)
+      batches.push(batch.ms)
+      const failed = [...answers, batch].find((answer) => answer.status !== 200)
+      if (failed !== undefined) throw new Error(`batch vs singles: a request answered ${failed.status} ${failed.body.slice(0, 200)}`)
+      singleBytes = answers.reduce((sum, answer) => sum + Buffer.byteLength(answer.body), 0)
+      batchBytes = Buffer.byteLength(batch.body)
+    }
+    const brotli = await batchPool.request({ method: 'GET', path: batchPath, headers: { 'accept-encoding': 'br' } })
+    const brotliBytes = (await brotli.body.arrayBuffer()).byteLength
+    return {
+      usernames: usernames.length,
+      pageViews,
+      singles: { requests: usernames.length, p50Ms: percentile(singles, 50), p99Ms: percentile(singles, 99), bodyBytes: singleBytes },
+      batch: { requests: 1, p50Ms: percentile(batches, 50), p99Ms: percentile(batches, 99), bodyBytes: batchBytes, brotliBytes }
+    }
+  } finally {
+    await Promise.all([singlesPool.close(), batchPool.close()])
+  }
+}

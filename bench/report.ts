@@ -76,6 +76,13 @@ export interface BenchResults {
     seconds: number
   }
   memory: { serviceRssBytes: number | undefined }
+  /** A list page of warm members: single requests against one batch request. */
+  batch: {
+    usernames: number
+    pageViews: number
+    singles: { requests: number, p50Ms: number, p99Ms: number, bodyBytes: number }
+    batch: { requests: number, p50Ms: number, p99Ms: number, bodyBytes: number, brotliBytes: number }
+  }
 }
 
 export interface Verdict {
@@ -147,7 +154,7 @@ export function verdicts (results: BenchResults): Verdict[] {
 }
 
 export function renderReport (results: BenchResults): string {
-  const { machine, settings, hit, shelter, zipf, memory } = results
+  const { machine, settings, hit, shelter, zipf, memory, batch } = results
   const targets = [hit.bare, hit.redis, hit.memory]
   const lines = [
     '# Benchmark: latest run',
@@ -190,6 +197,16 @@ export function renderReport (results: BenchResults): string {
     `| usernames the upstream was asked for more than once | ${zipf.usernamesCalledTwice} |`,
     `| token exchanges during the mix / statuses | ${zipf.tokenExchanges} / ${statuses(zipf.statuses)} |`,
     `| RSS of the service (in-process store) after the mix | ${memory.serviceRssBytes === undefined ? 'n/a' : mib(memory.serviceRssBytes)} |`,
+    '',
+    `## A list page: ${batch.usernames} warm usernames, ${batch.pageViews} page views (in-process store)`,
+    '',
+    '| page view as | requests | p50 | p99 | body bytes |',
+    '|---|---:|---:|---:|---:|',
+    `| single \`GET /profile/:username\` over 6 connections | ${batch.singles.requests} | ${ms(batch.singles.p50Ms)} | ${ms(batch.singles.p99Ms)}` +
+      ` | ${count(batch.singles.bodyBytes)} |`,
+    `| one \`GET /profiles\` batch | ${batch.batch.requests} | ${ms(batch.batch.p50Ms)} | ${ms(batch.batch.p99Ms)}` +
+      ` | ${count(batch.batch.bodyBytes)} (brotli: ${count(batch.batch.brotliBytes)}) |`,
+    `| batch vs singles, p50 | | ${times(batch.batch.p50Ms / batch.singles.p50Ms)} | | |`,
     '',
     '## Targets (issue 6)',
     '',

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { buildService } from './build.js'
 import { runRound, stopRunningLoad, type RoundResult } from './load.js'
-import { shelter, shelterFloor, warm, zipfMix } from './phases.js'
+import { batchVsSingles, shelter, shelterFloor, warm, zipfMix } from './phases.js'
 import { ProcessGroup } from './processes.js'
 import { deleteKeysUnder, assertRedisReachable } from './redis-keys.js'
 import { integerSetting } from './settings.js'
@@ -28,7 +28,8 @@ const settings = {
   warmedUsernames: 100,
   warmUpSeconds: 2,
   shelterRequests: 1_000,
-  zipf: { requests: 20_000, usernames: 10_000, exponent: 1.1, concurrency: 64 }
+  zipf: { requests: 20_000, usernames: 10_000, exponent: 1.1, concurrency: 64 },
+  listPage: { usernames: 50, pageViews: 100 }
 }
 /** Start-up, shelter and Zipf take well under three minutes on a busy 2-core machine; the rounds are counted. */
 const DEADLINE_MS = 180_000 + 1_500 * settings.roundSeconds * 3 * (settings.rounds + 1)
@@ -84,6 +85,9 @@ async function bench (): Promise<BenchResults> {
   const paths = Array.from({ length: settings.warmedUsernames }, (_, index) => `/profile/hit-${index}`)
   log(`warming ${paths.length} usernames on both stores`)
   const [bodies] = await Promise.all([warm(memory, paths), warm(redisA, paths)])
+  log(`a list page: ${settings.listPage.usernames} warm usernames as single requests and as one batch, ${settings.listPage.pageViews} times`)
+  const listPage = Array.from({ length: settings.listPage.usernames }, (_, index) => `hit-${index}`)
+  const batch = await batchVsSingles({ service: memory, usernames: listPage, pageViews: settings.listPage.pageViews })
   const bareOptions = { body: medianLengthBody(bodies), delayMs: settings.upstreamLatencyMs }
   const [bare, secondBare] = await Promise.all([startBare(group, bareOptions), startBare(group, { ...bareOptions, name: 'bare-fastify-b' })])
   log('shelter floor: the same burst against two bare Fastify instances holding each request for the upstream latency')
@@ -110,7 +114,8 @@ async function bench (): Promise<BenchResults> {
     hit: { bare: summary(targets.bare), redis: summary(targets.redis), memory: summary(targets.memory) },
     shelter: { ...shelterResult, ...floor },
     zipf: zipfResult,
-    memory: { serviceRssBytes }
+    memory: { serviceRssBytes },
+    batch
   }
 }
 

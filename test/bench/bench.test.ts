@@ -53,7 +53,13 @@ function results (overrides: { redis?: RoundResult[], memory?: RoundResult[], sh
     },
     shelter: { requests: 1_000, instances: 2, upstreamCalls: 1, p50Ms: 60, p99Ms: 80, statuses: { 200: 1_000 }, xCache: { MISS: 1_000 }, floorP50Ms: 55, floorP99Ms: 70, ...overrides.shelter },
     zipf: { requests: 20_000, usernames: 10_000, exponent: 1.1, distinctRequested: 3_000, upstreamCalls: 3_000, usernamesCalledTwice: 0, tokenExchanges: 1, statuses: { 200: 20_000 }, seconds: 5, ...overrides.zipf },
-    memory: { serviceRssBytes: overrides.rss ?? 150 * 1024 * 1024 }
+    memory: { serviceRssBytes: overrides.rss ?? 150 * 1024 * 1024 },
+    batch: {
+      usernames: 50,
+      pageViews: 100,
+      singles: { requests: 50, p50Ms: 20, p99Ms: 40, bodyBytes: 20_000 },
+      batch: { requests: 1, p50Ms: 4, p99Ms: 8, bodyBytes: 19_000, brotliBytes: 6_000 }
+    }
   }
 }
 
@@ -139,4 +145,11 @@ t.test('a CPU profile is charged to the package or our function that asked for t
   t.equal(areaOf('file:///repo/node_modules/@fastify/error/index.js', 'f', root), '@fastify/error')
   t.equal(areaOf('file:///repo/src/app.ts', 'f', root), 'our code')
   t.equal(areaOf('', 'writev', root), '(native)')
+})
+
+t.test('the report sets a list page\'s batch beside its single requests', async (t) => {
+  const report = renderReport(results({}))
+  t.match(report, '| one `GET /profiles` batch | 1 | 4.00 ms | 8.00 ms | 19,000 (brotli: 6,000) |')
+  t.match(report, '| single `GET /profile/:username` over 6 connections | 50 | 20.0 ms | 40.0 ms | 20,000 |')
+  t.match(report, '| batch vs singles, p50 | | 0.20x | | |')
 })
