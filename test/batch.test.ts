@@ -113,6 +113,14 @@ t.test('the rate limit counts a batch once per username', async (t) => {
   t.equal(single.statusCode, 429, 'the budget is spent for single lookups too')
 })
 
+t.test('with the counts shared through Redis, a batch still counts once per username', async (t) => {
+  const { app } = await cacheStack(t, { env: { RATE_LIMIT_PER_MINUTE: '10' } })
+  t.equal((await app.inject(batchUrl(names('rr', 6)))).statusCode, 200)
+  const second = await app.inject(batchUrl(names('ss', 6)))
+  t.equal(second.statusCode, 429)
+  t.equal(second.json().code, 'RATE_LIMITED')
+})
+
 t.test('ETag and 304; Cache-Control takes the least fresh entry', async (t) => {
   const { app, clock } = await cacheStack(t)
   await app.inject('/profile/old-one')
