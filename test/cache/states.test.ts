@@ -3,14 +3,22 @@ import { profileOf } from '../../dev/profiles.js'
 import { cacheStack, eventually, rawRedis } from './helper.js'
 
 /** The X-Cache, Cache-Control numbers and Age of an answer. */
-function caching (res: { headers: Record<string, unknown> }): { xCache: unknown, maxAge: number, swr: number | undefined, age: number | undefined } {
+function caching (res: { headers: Record<string, unknown> }): {
+  xCache: unknown, maxAge: number, swr: number | undefined, sie: number | undefined, age: number | undefined
+} {
   const cacheControl = String(res.headers['cache-control'])
   const number = (name: string): number | undefined => {
     const match = new RegExp(`${name}=(\\d+)`).exec(cacheControl)
     return match?.[1] === undefined ? undefined : Number(match[1])
   }
   const age = res.headers.age
-  return { xCache: res.headers['x-cache'], maxAge: number('max-age') ?? -1, swr: number('stale-while-revalidate'), age: age === undefined ? undefined : Number(age) }
+  return {
+    xCache: res.headers['x-cache'],
+    maxAge: number('max-age') ?? -1,
+    swr: number('stale-while-revalidate'),
+    sie: number('stale-if-error'),
+    age: age === undefined ? undefined : Number(age)
+  }
 }
 
 for (const store of ['redis', 'memory'] as const) {
@@ -23,8 +31,9 @@ for (const store of ['redis', 'memory'] as const) {
     const miss = await app.inject('/profile/alice')
     t.equal(miss.statusCode, 200)
     t.same(miss.json(), body)
-    t.match(caching(miss), { xCache: 'MISS', swr: 86400, age: undefined })
+    t.match(caching(miss), { xCache: 'MISS', sie: 86400, age: undefined })
     t.ok(caching(miss).maxAge >= 270 && caching(miss).maxAge <= 300, 'max-age: the profile TTL, less at most 10% jitter')
+    t.equal(caching(miss).swr, caching(miss).maxAge, 'browsers may serve it stale no longer than its freshness')
     t.equal(sim.callsFor('profile', 'alice'), 1)
 
     const hit = await app.inject('/profile/alice')
@@ -43,7 +52,8 @@ for (const store of ['redis', 'memory'] as const) {
     t.equal(stale.statusCode, 200)
     t.equal(stale.body, miss.body, 'stale: the old body, at once')
     t.match(caching(stale), { xCache: 'STALE', maxAge: 0, age: 310 })
-    t.ok(caching(stale).swr! > 86000, 'what is left of the stale window')
+    t.ok(caching(stale).sie! > 86000, 'on an origin failure: what is left of the stale window')
+    t.equal(caching(stale).swr, caching(miss).maxAge, 'while revalidating: one freshness at most')
     await eventually(async () => (await app.inject('/profile/alice')).headers['x-cache'] === 'HIT', 'revalidated')
     t.equal(sim.callsFor('profile', 'alice'), 2, 'one revalidation however many stale reads')
     const revalidated = await app.inject('/profile/alice')
