@@ -3,22 +3,19 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import type { Served } from '../cache/swr-cache.js'
-import { shortPrefix } from '../caller-input.js'
 import type { EncodedBodies } from '../encoded-bodies.js'
 import { errorResponse } from '../error-response.js'
-import { INVALID_BATCH, INVALID_USERNAME, PROFILE_NOT_FOUND } from '../errors.js'
+import { INVALID_BATCH } from '../errors.js'
 import { BatchQuery, BatchResponse, MAX_BATCH } from '../schemas/batch.js'
 import { Username, type ErrorResponse } from '../schemas/common.js'
 import { batchErrorResponses } from '../schemas/error-docs.js'
 import { CACHED_HEADERS, withHeaders } from '../schemas/headers.js'
-import { PROFILE_FIELDS, type ProfileField } from '../schemas/profile.js'
+import { PROFILE_FIELDS } from '../schemas/profile.js'
+import { batchBody } from './batch-body.js'
 import { sendRepresentation, setCachingHeaders } from './serve-cached.js'
 import { timed } from './timed.js'
 
 const usernameCheck = TypeCompiler.Compile(Username)
-
-/** Errors a member's own request could have been answered from a cache: they do not stop the batch being cached. */
-const CACHEABLE_CODES = new Set(['INVALID_USERNAME', 'PROFILE_NOT_FOUND'])
 
 export interface BatchRoutesOptions {
   encodings: EncodedBodies
@@ -67,35 +64,11 @@ const batchRoutes: FastifyPluginAsyncTypebox<BatchRoutesOptions> = async (app, {
       if (body.code === 'INTERNAL_ERROR') request.log.error({ err: result.reason }, 'batch member failed')
       served.set(username, body)
     })
-    const profiles: string[] = []
-    const errors: string[] = []
-    const entries: Served[] = []
-    let cacheable = true
-    for (const username of usernames) {
-      const answer = served.get(username) ?? errorResponse(new INVALID_USERNAME())
-      const key = JSON.stringify(username)
-      if (!('entry' in answer)) {
-        cacheable &&= CACHEABLE_CODES.has(answer.code)
-        errors.push(`${key}:${JSON.stringify(answer)}`)
-        continue
-      }
-      entries.push(answer)
-      if (answer.entry.status === 404) {
-        errors.push(`${key}:${JSON.stringify(errorResponse(new PROFILE_NOT_FOUND(shortPrefix(username))))}`)
-      } else {
-        profiles.push(`${key}:${fields === undefined ? answer.entry.body : JSON.stringify({ user: pick(lookups.userOf(answer.entry), fields) })}`)
-      }
-    }
-    const body = `{"profiles":{${profiles.join(',')}},"errors":{${errors.join(',')}}}`
+    const { body, entries, cacheable } = batchBody(usernames, served, fields, (entry) => lookups.userOf(entry))
     if (entries.length > 0) setCachingHeaders(reply, entries, ms)
-    // A member whose upstream failed may load next time: this answer must not be kept.
     if (!cacheable || entries.length === 0) reply.header('cache-control', 'no-store')
     return await sendRepresentation(reply, { body, etag: `"${createHash('sha1').update(body).digest('base64url')}"` }, encodings)
   })
-}
-
-function pick (user: Record<ProfileField, string>, fields: readonly ProfileField[]): Partial<Record<ProfileField, string>> {
-  return Object.fromEntries(fields.map((field) => [field, user[field]]))
 }
 
 export default batchRoutes
