@@ -25,7 +25,7 @@ export interface AppOptions {
   config: Config
   /** Pino options, or a logger instance; default: the config's LOG_LEVEL on stdout. */
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance']
-  /** The cache's clock (tests move it to age entries); default Date.now. */
+  /** The app's clock: the cache's and the upstream edge's (tests move it); default Date.now. */
   now?: () => number
   /** Load shedding thresholds; default: plugins/load-shedding.ts's (tests force pressure with them). */
   loadShedding?: LoadSheddingOptions
@@ -61,7 +61,7 @@ export async function buildApp ({ config, logger, now, loadShedding: sheddingOpt
   await app.register(requestIdHeader)
   await app.register(gracefulClose)
   await app.register(redis)
-  await app.register(upstream)
+  await app.register(upstream, { now })
   await app.register(cache, { now })
   // Protection and docs before the routes: their onRoute hooks see only routes registered after them.
   await app.register(securityHeaders)
