@@ -56,11 +56,11 @@ closeWithGrace({
   app.beginClosing()
   if (err !== undefined) {
     app.log.error({ err }, 'closing after an unexpected error')
-  } else {
+  } else if (signal !== undefined) {
     app.log.info({ signal, delayMs: config.SHUTDOWN_DELAY_MS }, 'shutting down: readiness fails, still serving')
     await sleep(config.SHUTDOWN_DELAY_MS)
-    app.log.info('closing: finishing the requests in flight')
   }
+  app.log.info('closing: finishing the requests in flight')
   await app.close()
   app.log.info('closed')
 })
