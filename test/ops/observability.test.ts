@@ -93,7 +93,7 @@ t.test('the dashboard: one panel for each thing an operator watches, all on the 
   t.equal(new Set(dashboard.panels.map((panel) => panel.id)).size, dashboard.panels.length, 'panel ids are unique')
   for (const panel of dashboard.panels) {
     t.ok(panel.targets.length > 0, `${panel.title} queries something`)
-    for (const ds of [panel.datasource, ...panel.targets.map((target) => target.datasource)]) t.equal(ds.uid, '${datasource}', panel.title)
+    for (const ds of [panel.datasource, ...panel.targets.map((target) => target.datasource)]) t.equal(ds.uid, `$\{datasource}`, panel.title)
   }
   const latency = dashboard.panels.find((panel) => panel.title === 'Request latency p50 / p99')?.targets.map((target) => target.expr) ?? []
   t.match(latency, [/^histogram_quantile\(0\.5,/, /^histogram_quantile\(0\.99,/])
