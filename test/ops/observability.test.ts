@@ -16,6 +16,9 @@ interface Rule { alert: string, expr: string, for: string, labels: { severity: s
 const dashboard = JSON.parse(read('deploy/grafana/dashboards/profile-bff.json')) as { uid: string, panels: Panel[], templating: { list: Array<{ name: string, type: string, query: string }> } }
 const rules = (parse(read('deploy/prometheus/rules/profile-bff.yml')) as { groups: Array<{ rules: Rule[] }> }).groups.flatMap((group) => group.rules)
 
+/** How panels name the dashboard's data source variable (Grafana's syntax, not a template string). */
+const DATASOURCE_VARIABLE = '$' + '{datasource}'
+
 /** Series Prometheus itself adds to every target; labels it adds to every series. */
 const SCRAPE_SERIES = new Set(['up'])
 const TARGET_LABELS = new Set(['job', 'instance'])
@@ -93,7 +96,7 @@ t.test('the dashboard: one panel for each thing an operator watches, all on the 
   t.equal(new Set(dashboard.panels.map((panel) => panel.id)).size, dashboard.panels.length, 'panel ids are unique')
   for (const panel of dashboard.panels) {
     t.ok(panel.targets.length > 0, `${panel.title} queries something`)
-    for (const ds of [panel.datasource, ...panel.targets.map((target) => target.datasource)]) t.equal(ds.uid, `$\{datasource}`, panel.title)
+    for (const ds of [panel.datasource, ...panel.targets.map((target) => target.datasource)]) t.equal(ds.uid, DATASOURCE_VARIABLE, panel.title)
   }
   const latency = dashboard.panels.find((panel) => panel.title === 'Request latency p50 / p99')?.targets.map((target) => target.expr) ?? []
   t.match(latency, [/^histogram_quantile\(0\.5,/, /^histogram_quantile\(0\.99,/])
