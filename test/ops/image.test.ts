@@ -1,8 +1,9 @@
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import { buildApp } from '../../src/app.js'
 import { freePort } from '../cache/helper.js'
+import { request } from 'undici'
 import { simulator, testConfig } from '../helper.js'
 
 const root = new URL('../../', import.meta.url)
@@ -88,4 +89,45 @@ t.test('the health probe: 0 for a 200, 1 for any other status or a refused conne
   t.equal(await probe('/readyz', port), 0)
   t.equal(await probe('/nowhere', port), 1, '404')
   t.equal(await probe('/healthz', await freePort()), 1, 'nothing listens')
+})
+
+/** A private mount namespace whose every mount is read-only: what `readOnlyRootFilesystem` gives a container. */
+const READ_ONLY_ROOT = ['--mount', '--propagation', 'private', 'sh', '-c', 'mount -o remount,bind,ro / && exec "$0" "$@"']
+const unshare = spawnSync('unshare', [...READ_ONLY_ROOT, 'true']).status === 0
+
+t.test('the service runs, answers and shuts down on a read-only root filesystem', {
+  skip: unshare ? false : 'unshare cannot make a read-only mount namespace here (it needs root)'
+}, async (t) => {
+  const sim = await simulator(t)
+  const child = spawn('unshare', [...READ_ONLY_ROOT, process.execPath, '--import', 'tsx', new URL('src/server.ts', root).pathname], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      TSX_DISABLE_CACHE: '1',
+      PORT: '0',
+      UPSTREAM_BASE_URL: sim.baseUrl,
+      AUTH_URL: sim.authUrl,
+      CLIENT_ID: sim.options.clientId,
+      CLIENT_SECRET: sim.options.clientSecret,
+      SHUTDOWN_DELAY_MS: '0'
+    },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  t.teardown(async () => { if (child.exitCode === null) child.kill('SIGKILL'); await exited })
+  let output = ''
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
+  const listening = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', () => { const url = /Server listening at (http:\/\/[\d.:]+)/.exec(output)?.[1]; if (url !== undefined) resolve(url) })
+    void exited.then((code) => reject(new Error(`exited ${code}: ${output}`)))
+  })
+  for (const path of ['/profile/alice', '/metrics', '/docs/json', '/readyz']) {
+    const res = await request(`${listening}${path}`, { reset: true })
+    await res.body.dump()
+    t.equal(res.statusCode, 200, path)
+  }
+  child.kill('SIGTERM')
+  t.not(await exited, null, 'it exited by itself, not killed')
+  t.match(output, /"msg":"closed"/, 'after closing Redis, the pools and the server')
+  t.notMatch(output, /EROFS|read-only file system/i, 'nothing tried to write a file')
 })
