@@ -119,7 +119,7 @@ t.test('the service runs, answers and shuts down on a read-only root filesystem'
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
   const listening = await new Promise<string>((resolve, reject) => {
     child.stdout.on('data', () => { const url = /Server listening at (http:\/\/[\d.:]+)/.exec(output)?.[1]; if (url !== undefined) resolve(url) })
-    void exited.then((code) => reject(new Error(`exited ${code}: ${output}`)))
+    exited.then((code) => reject(new Error(`exited ${code}: ${output}`)), reject)
   })
   for (const path of ['/profile/alice', '/metrics', '/docs/json', '/readyz']) {
     const res = await request(`${listening}${path}`, { reset: true })
