@@ -105,6 +105,22 @@ t.test('the observability profile mounts the rules, the dashboard and their prov
   t.equal(String(job?.dns_sd_configs[0]?.port), bffEnv.PORT)
 })
 
+t.test('Grafana finds the dashboard and Prometheus where compose puts them', async (t) => {
+  const mounts = new Map((service('grafana').volumes ?? []).map((volume) => {
+    const [source = '', target = ''] = volume.split(':')
+    return [target, source]
+  }))
+  const providers = parse(read('deploy/grafana/provisioning/dashboards/profile-bff.yml')) as { providers: Array<{ options: { path: string } }> }
+  const dashboards = providers.providers[0]?.options.path ?? ''
+  t.equal(mounts.get(dashboards), './deploy/grafana/dashboards', 'the provider reads the mounted dashboards')
+  t.equal(mounts.get('/etc/grafana/provisioning'), './deploy/grafana/provisioning')
+  const home = service('grafana').environment?.GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH ?? ''
+  t.ok(home.startsWith(`${dashboards}/`) && existsSync(new URL(`deploy/grafana/dashboards/${home.slice(dashboards.length + 1)}`, root)), `home: ${home}`)
+  const sources = parse(read('deploy/grafana/provisioning/datasources/prometheus.yml')) as { datasources: Array<{ type: string, url: string }> }
+  t.same(sources.datasources.map(({ type, url }) => ({ type, url })), [{ type: 'prometheus', url: 'http://prometheus:9090' }])
+  t.ok(service('prometheus').ports?.some((port) => port.endsWith(':9090')), 'Prometheus listens on 9090')
+})
+
 t.test('every variable of the BFF is a configuration variable, and together they pass loadConfig', async (t) => {
   const known = Object.keys(ConfigSchema.properties)
   for (const key of Object.keys(bffEnv)) t.ok(known.includes(key), `${key} is in ConfigSchema`)
