@@ -7,6 +7,8 @@ process.env.UPSTREAM_BASE_URL ??= simulator.baseUrl
 process.env.AUTH_URL ??= simulator.authUrl
 process.env.CLIENT_ID ??= simulator.options.clientId
 process.env.CLIENT_SECRET ??= simulator.options.clientSecret
+// No load balancer to drain on a developer's machine: Ctrl-C stops at once.
+process.env.SHUTDOWN_DELAY_MS ??= '0'
 process.stdout.write(`upstream simulator on ${simulator.url} (unknown members: usernames starting with "ghost")\n`)
 
 await import('../src/server.js')

@@ -24,11 +24,25 @@ export interface AppOptions {
   config: Config
   /** Pino options, or a logger instance; default: the config's LOG_LEVEL on stdout. */
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance']
-  /** The cache's clock (tests move it to age entries); default Date.now. */
+  /** The app's clock: the cache's and the upstream edge's (tests move it); default Date.now. */
   now?: () => number
   /** Load shedding thresholds; default: plugins/load-shedding.ts's (tests force pressure with them). */
   loadShedding?: LoadSheddingOptions
+  /** Limits on slow clients; default SLOW_CLIENT_TIMEOUTS (tests shorten them: node:http's own timers, no fake clock). */
+  slowClients?: SlowClientTimeouts
 }
+
+export interface SlowClientTimeouts {
+  /** A request's headers must have arrived this long after it began, else 408 and the connection closes. */
+  headersMs: number
+  /** The whole request, body included. */
+  requestMs: number
+  /** How often node:http looks for connections past those limits (its default, 30 s, would add that much). */
+  checkIntervalMs: number
+}
+
+/** A GET API's requests are a few hundred bytes: a client still sending after seconds is stalled or hostile. */
+export const SLOW_CLIENT_TIMEOUTS: SlowClientTimeouts = { headersMs: 10_000, requestMs: 15_000, checkIntervalMs: 1_000 }
 
 /**
  * 128 code points, each up to 4 UTF-8 bytes written as 3 characters of percent-encoding: the router's
@@ -37,8 +51,12 @@ export interface AppOptions {
 const MAX_USERNAME_URL_CHARS = 128 * 4 * 3
 
 /** Builds the whole service without listening: `server.ts` listens, tests `inject`. */
-export async function buildApp ({ config, logger, now, loadShedding: sheddingOptions = {} }: AppOptions): Promise<FastifyInstance> {
+export async function buildApp ({
+  config, logger, now, loadShedding: sheddingOptions = {}, slowClients = SLOW_CLIENT_TIMEOUTS
+}: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
+    http: { headersTimeout: slowClients.headersMs, connectionsCheckingInterval: slowClients.checkIntervalMs },
+    requestTimeout: slowClients.requestMs,
     ...(isLoggerInstance(logger) ? { loggerInstance: logger } : { logger: logger ?? loggerOptions(config.LOG_LEVEL) }),
     logController: new OneLinePerRequest(),
     genReqId: requestId,
@@ -57,7 +75,7 @@ export async function buildApp ({ config, logger, now, loadShedding: sheddingOpt
   await app.register(requestIdHeader)
   await app.register(gracefulClose)
   await app.register(redis)
-  await app.register(upstream)
+  await app.register(upstream, { now })
   await app.register(cache, { now })
   // Protection and docs before the routes: their onRoute hooks see only routes registered after them.
   await app.register(securityHeaders)

@@ -61,10 +61,12 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #backoffWindows: Counter
   readonly #breakerState: Gauge<'state'>
   readonly #breakerOpenings: Counter
+  readonly #redisUp: Gauge
   readonly #requestSeries = new Map<string, RequestSeries>()
   // The states last reported, to count transitions (a repeated report is not a new window).
   #inBackoff = false
   #breaker: BreakerState | undefined
+  #redisState: boolean | undefined
 
   constructor () {
     const registers = [this.#registry]
@@ -142,6 +144,16 @@ export class PrometheusTelemetry implements Telemetry {
       help: 'Times the upstream circuit breaker opened',
       registers
     })
+    this.#redisUp = new Gauge({
+      name: `${PREFIX}redis_up`,
+      help: '1 while the Redis client is connected, 0 while it is not; no sample without REDIS_URL',
+      registers,
+      collect: () => {
+        // An unlabelled gauge would otherwise report 0 for a service that has no Redis at all.
+        if (this.#redisState === undefined) this.#redisUp.remove()
+        else this.#redisUp.set(this.#redisState ? 1 : 0)
+      }
+    })
     // Series an operator alerts on exist from the start, at zero, rather than appearing with the first event.
     for (const outcome of ['minted', 'failed']) this.#tokenExchanges.labels(outcome).inc(0)
     this.breaker('closed')
@@ -175,6 +187,11 @@ export class PrometheusTelemetry implements Telemetry {
     if (state === 'open' && this.#breaker !== 'open') this.#breakerOpenings.inc()
     this.#breaker = state
     for (const each of BREAKER_STATES) this.#breakerState.labels(each).set(each === state ? 1 : 0)
+  }
+
+  /** Redis's state at scrape time: up, down, or undefined when the service has no Redis. */
+  redis (up: boolean | undefined): void {
+    this.#redisState = up
   }
 
   /**

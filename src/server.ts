@@ -1,4 +1,5 @@
 import closeWithGrace from 'close-with-grace'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { BatchedLogOutput, loggerOptions } from './logging.js'
@@ -11,6 +12,9 @@ import { BatchedLogOutput, loggerOptions } from './logging.js'
  * balancer, not us, closes them: otherwise it may send a request on a connection we are closing (a 502).
  */
 const KEEP_ALIVE_TIMEOUT_MS = 65_000
+
+/** Signals that stop nothing: a closed terminal (SIGHUP) or a stray kill must not take an instance out. */
+const IGNORED_SIGNALS = ['SIGHUP', 'SIGQUIT', 'SIGUSR2'] as const
 
 let config: Config
 try {
@@ -37,12 +41,26 @@ const app = await buildApp({
 })
 app.server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS
 
-// On SIGTERM (or SIGINT): stop accepting connections, let the requests in flight finish, then close
-// Redis and the upstream pools (the plugins' onClose hooks) and exit 0. Requests still running after
-// SHUTDOWN_TIMEOUT_MS are abandoned and the process exits 1; a second signal exits at once.
-closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_MS, logger: app.log }, async ({ signal, err }) => {
-  if (err !== undefined) app.log.error({ err }, 'closing after an unexpected error')
-  else app.log.info({ signal }, 'closing: finishing the requests in flight')
+for (const signal of IGNORED_SIGNALS) process.on(signal, () => app.log.warn({ signal }, 'signal ignored: only SIGTERM or SIGINT stops the service'))
+
+// On SIGTERM (or SIGINT): /readyz answers 503 at once while requests are still accepted and served for
+// SHUTDOWN_DELAY_MS, so that a load balancer stops routing here first; then stop accepting, let the
+// requests in flight finish, close Redis and the upstream pools (the plugins' onClose hooks) and exit 0.
+// Requests still running SHUTDOWN_TIMEOUT_MS after that are abandoned and the process exits 1; a second
+// signal exits at once. After an unexpected error there is nothing to wait for: it closes at once.
+closeWithGrace({
+  delay: config.SHUTDOWN_DELAY_MS + config.SHUTDOWN_TIMEOUT_MS,
+  logger: app.log,
+  skip: [...IGNORED_SIGNALS]
+}, async ({ signal, err }) => {
+  app.beginClosing()
+  if (err !== undefined) {
+    app.log.error({ err }, 'closing after an unexpected error')
+  } else if (signal !== undefined) {
+    app.log.info({ signal, delayMs: config.SHUTDOWN_DELAY_MS }, 'shutting down: readiness fails, still serving')
+    await sleep(config.SHUTDOWN_DELAY_MS)
+  }
+  app.log.info('closing: finishing the requests in flight')
   await app.close()
   app.log.info('closed')
 })

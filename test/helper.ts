@@ -19,6 +19,7 @@ export interface StackOptions {
   env?: Record<string, string>
   sim?: SimulatorOptions
   logger?: AppOptions['logger']
+  now?: AppOptions['now']
 }
 
 /** A simulator on port 0, closed with the test. */
@@ -45,7 +46,11 @@ export function testConfig (sim: Simulator, env: Record<string, string> = {}): C
 export async function stack (t: TestContext, options: StackOptions = {}): Promise<Stack> {
   const sim = await simulator(t, options.sim)
   const config = testConfig(sim, options.env)
-  const app = await buildApp({ config, ...(options.logger !== undefined && { logger: options.logger }) })
+  const app = await buildApp({
+    config,
+    ...(options.logger !== undefined && { logger: options.logger }),
+    ...(options.now !== undefined && { now: options.now })
+  })
   t.teardown(() => app.close())
   return { app, sim, config }
 }

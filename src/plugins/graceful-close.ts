@@ -5,6 +5,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** True from the moment the app starts closing (SIGTERM): /readyz answers 503, connections are not kept. */
     readonly closing: boolean
+    /** Starts closing before `close()`: requests are still accepted and served, but /readyz answers 503. */
+    beginClosing: () => void
   }
 }
 
@@ -17,6 +19,7 @@ declare module 'fastify' {
 async function gracefulClose (app: FastifyInstance): Promise<void> {
   let closing = false
   app.decorate('closing', { getter: () => closing })
+  app.decorate('beginClosing', () => { closing = true })
   app.addHook('preClose', async () => { closing = true })
   app.addHook('onSend', (_request, reply, payload, done) => {
     if (closing) reply.header('connection', 'close')

@@ -6,6 +6,11 @@ import { SharedRateCounts } from '../shared-rate-counts.js'
 import { DOCS_PREFIX } from './docs.js'
 
 const MINUTE_MS = 60_000
+/**
+ * Clients counted at once without Redis (least recently seen first out past it). A count costs ~200 bytes
+ * (IPv4; ~290 for IPv6, measured on 100,000 keys): 100,000 clients in one minute take 20-29 MiB.
+ */
+export const RATE_LIMIT_CLIENTS = 100_000
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -47,7 +52,7 @@ async function clientRateLimit (app: FastifyInstance): Promise<void> {
   await app.register(rateLimit, {
     max: config.RATE_LIMIT_PER_MINUTE,
     timeWindow: MINUTE_MS,
-    ...(store !== undefined && { store }),
+    ...(store !== undefined ? { store } : { cache: RATE_LIMIT_CLIENTS }),
     skipOnError: true,
     allowList: (request: FastifyRequest) => isOperationalRoute(request.routeOptions.url),
     // Thrown to the one error handler, which answers the contract's body with this Retry-After.

@@ -22,9 +22,9 @@ declare module 'fastify' {
 export const MAX_UPSTREAM_BODY_BYTES = 1024 * 1024
 /** Calls waiting for a slot, per slot: a burst of distinct usernames waits, a stalled upstream does not pile up. */
 export const QUEUE_PER_SLOT = 8
-/** Failures in a row that open the circuit, and how long it stays open before a probe. */
+/** Failures in a row that open the circuit, and how long it stays open before a probe: one call a second in an outage. */
 export const BREAKER_FAILURE_THRESHOLD = 5
-export const BREAKER_OPEN_MS = 10_000
+export const BREAKER_OPEN_MS = 1_000
 /** An exchange is bounded by UPSTREAM_TIMEOUT_MS; its lock outlives it by this, then frees itself. */
 const LOCK_SLACK_MS = 2_000
 
@@ -33,7 +33,12 @@ const LOCK_SLACK_MS = 2_000
  * token through Redis when there is one) and the typed client with its limiter, back-off window and
  * circuit breaker. Closes the pools with the app.
  */
-async function upstream (app: FastifyInstance): Promise<void> {
+export interface UpstreamPluginOptions {
+  /** The app's clock, for deadlines, the breaker, the back-off window and the token (tests move it). */
+  now?: () => number
+}
+
+async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPluginOptions): Promise<void> {
   const { config, redis, telemetry } = app
   const base = new URL(config.UPSTREAM_BASE_URL)
   const auth = new URL(config.AUTH_URL)
@@ -61,11 +66,12 @@ async function upstream (app: FastifyInstance): Promise<void> {
       timeoutMs: config.UPSTREAM_TIMEOUT_MS
     }),
     ...(redis !== undefined && {
-      store: new RedisTokenStore({ redis, cipher: new TokenCipher(config.CLIENT_SECRET), keyPrefix: prefix, lockTtlMs, log: tokenLog })
+      store: new RedisTokenStore({ redis, cipher: new TokenCipher(config.CLIENT_SECRET), keyPrefix: prefix, lockTtlMs, log: tokenLog, now })
     }),
     telemetry,
     log: tokenLog,
-    lockWaitMs: 2 * lockTtlMs
+    lockWaitMs: 2 * lockTtlMs,
+    now
   })
 
   const clientLog = app.log.child({ component: 'upstream-client' })
@@ -79,13 +85,15 @@ async function upstream (app: FastifyInstance): Promise<void> {
       concurrency: config.UPSTREAM_MAX_CONCURRENCY,
       queueLimit: config.UPSTREAM_MAX_CONCURRENCY * QUEUE_PER_SLOT
     }),
-    breaker: new CircuitBreaker({ failureThreshold: BREAKER_FAILURE_THRESHOLD, openMs: BREAKER_OPEN_MS, telemetry }),
+    breaker: new CircuitBreaker({ failureThreshold: BREAKER_FAILURE_THRESHOLD, openMs: BREAKER_OPEN_MS, telemetry, now }),
     backoff: new BackoffWindow({
       ...(redis !== undefined && { shared: new SharedWindow(redis, `${prefix}upstream:backoff`, clientLog) }),
-      telemetry
+      telemetry,
+      now
     }),
     telemetry,
-    log: clientLog
+    log: clientLog,
+    now
   })
 
   app.decorate('tokens', tokens)

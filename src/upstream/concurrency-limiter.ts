@@ -10,6 +10,8 @@ export interface ConcurrencyLimiterOptions {
 /**
  * At most `concurrency` tasks at once, the next ones in a bounded FIFO queue. A full queue refuses
  * at once (503) rather than holding callers and memory without bound while the upstream is slow.
+ * A waiter whose signal aborts leaves the queue at once, rejected with the signal's reason: nobody
+ * waits for it any more, so it must neither hold its caller nor take a slot later.
  */
 export class ConcurrencyLimiter {
   readonly #options: ConcurrencyLimiterOptions
@@ -28,8 +30,8 @@ export class ConcurrencyLimiter {
     return this.#waiting.length
   }
 
-  async run<T> (task: () => Promise<T>): Promise<T> {
-    await this.#acquire()
+  async run<T> (task: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    await this.#acquire(signal)
     try {
       return await task()
     } finally {
@@ -37,14 +39,23 @@ export class ConcurrencyLimiter {
     }
   }
 
-  async #acquire (): Promise<void> {
+  async #acquire (signal: AbortSignal | undefined): Promise<void> {
+    signal?.throwIfAborted()
     if (this.#running < this.#options.concurrency) {
       this.#running++
       return
     }
     if (this.#waiting.length >= this.#options.queueLimit) throw new UPSTREAM_OVERLOADED()
     // The slot is handed over by #release, so `running` never drops and rises again in between.
-    await new Promise<void>((resolve) => this.#waiting.push(resolve))
+    await new Promise<void>((resolve, reject) => {
+      const start = (): void => { signal?.removeEventListener('abort', leave); resolve() }
+      const leave = (): void => {
+        this.#waiting.splice(this.#waiting.indexOf(start), 1)
+        reject(signal?.reason)
+      }
+      signal?.addEventListener('abort', leave, { once: true })
+      this.#waiting.push(start)
+    })
   }
 
   #release (): void {

@@ -33,9 +33,12 @@ export const REFRESH_SKEW_MS = 30_000
 export const EXPIRY_MARGIN_MS = 5_000
 /** How often an instance waiting on another's exchange looks for its result. */
 export const LOCK_POLL_MS = 50
-/** Back-off after a failed exchange: doubles from the base up to the cap, with jitter. */
-export const RETRY_BASE_MS = 1_000
-export const RETRY_CAP_MS = 30_000
+/**
+ * Back-off after a failed exchange: doubles from the base up to the cap, with jitter. Never under 1 s
+ * (a failing provider gets at most one exchange a second) nor over 5 s (callers recover soon after it does).
+ */
+export const RETRY_BASE_MS = 2_000
+export const RETRY_CAP_MS = 5_000
 
 /**
  * Holds the client-credentials token. One exchange per lifetime: a token past `renewalDue` is still

@@ -22,7 +22,7 @@ export interface UpstreamClientOptions {
   basePath: string
   tokens: Pick<TokenManager, 'getToken' | 'invalidate'>
   authScheme: string
-  /** Covers one request, headers and body. */
+  /** Covers a caller's whole wait: the queue, the token, the request and its body. */
   timeoutMs: number
   limiter: Pick<ConcurrencyLimiter, 'run'>
   breaker: CircuitBreaker
@@ -44,12 +44,10 @@ export const CONNECTION_RETRY_DELAY_MS = 100
 type Call<T> = { outcome: UpstreamOutcome, answer: UpstreamAnswer<T> } | { outcome: UpstreamOutcome, error: Error }
 type Sent = { response: Dispatcher.ResponseData } | { outcome: UpstreamOutcome, error: Error }
 
-/** The outcomes that say the upstream itself is failing, as the circuit breaker counts them. */
-const BREAKER_FAILURES: ReadonlySet<UpstreamOutcome> = new Set(['error', 'timeout'])
-
 /**
  * One typed method per upstream resource. A call is refused at once during a back-off window or while
- * the breaker is open; otherwise it waits for one of the limited slots, takes the token (inside the
+ * the breaker is open; otherwise it waits for one of the limited slots (dropped, never sent, if its
+ * deadline passes first: a 504 for a caller who has waited UPSTREAM_TIMEOUT_MS), takes the token (inside the
  * slot, so a queued call never carries a token replaced while it waited), retries once with a new token
  * after a 401/403 and once after a connection error, validates the body, and turns every failure into
  * one of the contract's coded errors.
@@ -84,25 +82,46 @@ export class UpstreamClient {
   }
 
   async #get<T> (resource: Resource, path: string, read: (body: unknown) => T | undefined): Promise<UpstreamAnswer<T>> {
-    const { backoff, breaker, limiter } = this.#options
+    const { backoff, breaker, limiter, timeoutMs } = this.#options
     // Known windows refuse before queueing; the shared window is checked once a slot is ours.
     this.#refuseIf(resource, backoff.remainingMs, breaker.state === 'open')
-    return await limiter.run(async () => {
-      this.#refuseIf(resource, await backoff.check(), false)
-      const token = await this.#options.tokens.getToken()
-      this.#refuseIf(resource, 0, !breaker.tryAcquire())
-      const started = this.#now()
-      let call: Call<T> | undefined
-      try {
-        call = await this.#call(path, token, read)
-      } finally {
-        breaker.record(call !== undefined && BREAKER_FAILURES.has(call.outcome))
-      }
-      this.#options.telemetry.upstreamCall(resource, call.outcome, (this.#now() - started) / 1000)
-      if ('answer' in call) return call.answer
-      this.#options.log.warn({ err: call.error, resource, outcome: call.outcome }, 'upstream call failed')
-      throw call.error
-    })
+    // The caller's whole wait (queue, token, request and body) ends UPSTREAM_TIMEOUT_MS from now.
+    const deadline = this.#now() + timeoutMs
+    const signal = AbortSignal.timeout(timeoutMs)
+    try {
+      return await limiter.run(async () => {
+        if (this.#now() >= deadline) throw new DOMException('its deadline passed in the queue', 'TimeoutError')
+        this.#refuseIf(resource, await backoff.check(), false)
+        const token = await untilAborted(this.#options.tokens.getToken(), signal)
+        this.#refuseIf(resource, 0, !breaker.tryAcquire())
+        return await this.#probed(resource, path, token, read, signal)
+      }, signal)
+    } catch (error) {
+      if (!isTimeout(error)) throw error
+      // Dropped before any request was sent: its caller's time ran out in the queue or waiting for a token.
+      this.#options.telemetry.upstreamCall(resource, 'short_circuited', 0)
+      throw new UPSTREAM_TIMEOUT(timeoutMs, { cause: error })
+    }
+  }
+
+  /** One call through the breaker, which learns whether the upstream failed. */
+  async #probed<T> (resource: Resource, path: string, token: AccessToken, read: (body: unknown) => T | undefined, signal: AbortSignal): Promise<UpstreamAnswer<T>> {
+    const started = this.#now()
+    let call: Call<T> | undefined
+    try {
+      call = await this.#call(path, token, read, signal)
+    } finally {
+      this.#options.breaker.record(call !== undefined && this.#upstreamFailed(call.outcome, this.#now() - started))
+    }
+    this.#options.telemetry.upstreamCall(resource, call.outcome, (this.#now() - started) / 1000)
+    if ('answer' in call) return call.answer
+    this.#options.log.warn({ err: call.error, resource, outcome: call.outcome }, 'upstream call failed')
+    throw call.error
+  }
+
+  /** A timeout counts against the upstream only when the request had a fair share of the time: not when the queue ate it. */
+  #upstreamFailed (outcome: UpstreamOutcome, elapsedMs: number): boolean {
+    return outcome === 'error' || (outcome === 'timeout' && elapsedMs >= this.#options.timeoutMs / 2)
   }
 
   #refuseIf (resource: Resource, backoffMs: number, breakerOpen: boolean): void {
@@ -116,18 +135,18 @@ export class UpstreamClient {
     throw new UPSTREAM_ERROR(`paused after repeated failures, next try within ${seconds} s`)
   }
 
-  async #call<T> (path: string, token: AccessToken, read: (body: unknown) => T | undefined): Promise<Call<T>> {
-    let sent = await this.#send(path, token)
+  async #call<T> (path: string, token: AccessToken, read: (body: unknown) => T | undefined, signal: AbortSignal): Promise<Call<T>> {
+    let sent = await this.#send(path, token, signal)
     if ('response' in sent && isAuthRefusal(sent.response.statusCode)) {
       await sent.response.body.dump()
       this.#options.tokens.invalidate(token)
       let renewed: AccessToken
       try {
-        renewed = await this.#options.tokens.getToken()
+        renewed = await untilAborted(this.#options.tokens.getToken(), signal)
       } catch (error) {
-        return { outcome: 'auth_refused', error: error as Error }
+        return isTimeout(error) ? this.#failure(error) : { outcome: 'auth_refused', error: error as Error }
       }
-      sent = await this.#send(path, renewed)
+      sent = await this.#send(path, renewed, signal)
       if ('response' in sent && isAuthRefusal(sent.response.statusCode)) {
         await sent.response.body.dump()
         return { outcome: 'auth_refused', error: new UPSTREAM_AUTH_FAILED(`the profile service refused a fresh token (${sent.response.statusCode})`) }
@@ -137,8 +156,8 @@ export class UpstreamClient {
   }
 
   /** One GET; a connection that failed before any answer is tried once more, after a jittered pause. */
-  async #send (path: string, token: AccessToken): Promise<Sent> {
-    const { dispatcher, basePath, authScheme, timeoutMs } = this.#options
+  async #send (path: string, token: AccessToken, signal: AbortSignal): Promise<Sent> {
+    const { dispatcher, basePath, authScheme } = this.#options
     for (let attempt = 1; ; attempt++) {
       try {
         const response = await dispatcher.request({
@@ -150,7 +169,7 @@ export class UpstreamClient {
             accept: 'application/json'
           },
           // Covers the body too: undici destroys the body stream when it fires.
-          signal: AbortSignal.timeout(timeoutMs)
+          signal
         })
         return { response }
       } catch (error) {
@@ -196,6 +215,21 @@ export class UpstreamClient {
     if (isConnectionError(error)) return { outcome: 'error', error: new UPSTREAM_ERROR('it could not be reached', { cause: error }) }
     if (isTooLarge(error) || error instanceof SyntaxError) return { outcome: 'invalid', error: new UPSTREAM_INVALID_RESPONSE({ cause: error }) }
     return { outcome: 'error', error: new UPSTREAM_ERROR('the request failed', { cause: error }) }
+  }
+}
+
+/** `promise`, or the signal's reason as soon as it aborts (what `promise` stands for goes on, shared with others). */
+async function untilAborted<T> (promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  signal.throwIfAborted()
+  let leave = (): void => {}
+  const aborted = new Promise<never>((_resolve, reject) => {
+    leave = () => reject(signal.reason)
+    signal.addEventListener('abort', leave, { once: true })
+  })
+  try {
+    return await Promise.race([promise, aborted])
+  } finally {
+    signal.removeEventListener('abort', leave)
   }
 }
 

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import { parse } from 'yaml'
@@ -5,9 +6,12 @@ import { ConfigSchema, loadConfig } from '../../src/config.js'
 
 interface Service {
   image?: string
-  build?: string
+  build?: { context: string, target: string }
   command?: string[]
   ports?: string[]
+  profiles?: string[]
+  volumes?: string[]
+  read_only?: boolean
   environment?: Record<string, string>
   healthcheck?: { test: string[] }
   depends_on?: Record<string, { condition: string }>
@@ -30,36 +34,91 @@ function service (name: string): Service {
   return found
 }
 
-/** The URL a healthcheck command fetches. */
-function healthUrl (check: Service['healthcheck']): URL {
-  const url = check?.test.join(' ').match(/https?:\/\/[^'"]+/)?.[0]
-  if (url === undefined) throw new Error('the healthcheck fetches no URL')
-  return new URL(url)
+/** The path and port the image's `healthcheck PATH [PORT]` probe asks (port: the container's PORT by default). */
+function probe (check: Service['healthcheck']): { path: string, port: string | undefined } {
+  const [kind, command, path, port] = check?.test ?? []
+  if (kind !== 'CMD' || command !== 'healthcheck' || path === undefined) throw new Error('not the image\'s healthcheck probe')
+  return { path, port }
+}
+
+/** The value following `flag` in a command line. */
+function option (command: string[] | undefined, flag: string): string | undefined {
+  const at = command?.indexOf(flag) ?? -1
+  return at === -1 ? undefined : command?.[at + 1]
 }
 
 const bffEnv = Object.fromEntries(Object.entries(service('bff').environment ?? {}).map(([key, value]) => [key, interpolate(String(value))]))
 const upstreamEnv = service('upstream').environment ?? {}
 
-t.test('three services: Redis, the upstream simulator and the BFF', async (t) => {
-  t.same(Object.keys(services).sort(), ['bff', 'redis', 'upstream'])
-  t.match(service('redis').image, /^redis:\d/)
-  t.equal(service('upstream').build, '.')
-  t.equal(service('bff').build, '.')
+t.test('Redis, the upstream simulator and the BFF; Prometheus and Grafana in the observability profile', async (t) => {
+  t.same(Object.keys(services).sort(), ['bff', 'grafana', 'prometheus', 'redis', 'upstream'])
+  for (const name of ['redis', 'upstream', 'bff']) t.equal(service(name).profiles, undefined, `${name} starts by default`)
+  for (const name of ['prometheus', 'grafana']) t.same(service(name).profiles, ['observability'], name)
+  for (const name of ['redis', 'prometheus', 'grafana']) t.match(service(name).image, /^[\w./-]+:v?\d+\.\d+\.\d+(-\w+)?$/, `${name}: an exact version`)
+})
+
+t.test('one image per target, each built once: the service and the simulator from the same Dockerfile', async (t) => {
+  t.same(service('bff').build, { context: '.', target: 'service' })
+  t.same(service('upstream').build, { context: '.', target: 'simulator' })
+  t.not(service('bff').image, service('upstream').image)
+  const targets = [...read('Dockerfile').matchAll(/^FROM \S+ AS (\S+)$/gm)].map((match) => match[1])
+  t.ok(targets.includes('service') && targets.includes('simulator'), 'both are Dockerfile targets')
+  const built = Object.values(services).filter((each) => each.build !== undefined)
+  t.equal(new Set(built.map((each) => each.build?.target)).size, built.length, 'no target built twice')
 })
 
 t.test('every service has a healthcheck, and the BFF waits for healthy Redis and upstream', async (t) => {
   t.same(service('redis').healthcheck?.test, ['CMD', 'redis-cli', 'ping'])
-  const upstreamCheck = healthUrl(service('upstream').healthcheck)
-  t.equal(upstreamCheck.port, upstreamEnv.SIM_PORT, 'the simulator\'s check asks its own port')
-  const bffCheck = healthUrl(service('bff').healthcheck)
-  t.equal(bffCheck.pathname, '/readyz')
-  t.equal(bffCheck.port, bffEnv.PORT, 'the BFF\'s check asks its own port')
+  t.same(probe(service('upstream').healthcheck), { path: '/__sim/stats', port: upstreamEnv.SIM_PORT }, 'the simulator\'s check asks its own port')
+  t.same(probe(service('bff').healthcheck), { path: '/readyz', port: undefined }, 'the BFF\'s check asks /readyz on its PORT')
   t.same(service('bff').depends_on, { redis: { condition: 'service_healthy' }, upstream: { condition: 'service_healthy' } })
 })
 
-t.test('the BFF publishes its listen port', async (t) => {
-  t.same(service('bff').ports, [`${bffEnv.PORT}:${bffEnv.PORT}`])
-  t.equal(bffEnv.HOST, '0.0.0.0', 'reachable from outside its container')
+t.test('the BFF, Prometheus and Grafana are published on the loopback interface only', async (t) => {
+  t.same(service('bff').ports, [`127.0.0.1:${bffEnv.PORT}:${bffEnv.PORT}`])
+  t.equal(bffEnv.HOST, '0.0.0.0', 'reachable from the other containers')
+  for (const [name, each] of Object.entries(services)) {
+    for (const port of each.ports ?? []) t.match(port, /^127\.0\.0\.1:\d+:\d+$/, `${name}: ${port}`)
+  }
+  t.equal(service('bff').read_only, true, 'the service writes no file: its root filesystem is read-only')
+})
+
+t.test('Redis has a memory limit and an eviction policy that evicts any key, least recently used first', async (t) => {
+  const command = service('redis').command
+  t.match(option(command, '--maxmemory'), /^\d+mb$/)
+  t.equal(option(command, '--maxmemory-policy'), 'allkeys-lru')
+  t.equal(option(command, '--save'), '', 'a cache: nothing persisted')
+})
+
+t.test('the observability profile mounts the rules, the dashboard and their provisioning from deploy/', async (t) => {
+  for (const name of ['prometheus', 'grafana']) {
+    for (const volume of service(name).volumes ?? []) {
+      const [source = '', , mode] = volume.split(':')
+      t.ok(existsSync(new URL(source, root)), `${name}: ${source} exists`)
+      t.equal(mode, 'ro', `${name}: ${source} read-only`)
+    }
+  }
+  const scrape = parse(read('deploy/prometheus/prometheus.yml')) as { scrape_configs: Array<{ metrics_path: string, dns_sd_configs: Array<{ names: string[], port: number }> }> }
+  const [job] = scrape.scrape_configs
+  t.equal(job?.metrics_path, '/metrics')
+  t.same(job?.dns_sd_configs[0]?.names, ['bff'], 'every bff container, however many')
+  t.equal(String(job?.dns_sd_configs[0]?.port), bffEnv.PORT)
+})
+
+t.test('Grafana finds the dashboard and Prometheus where compose puts them', async (t) => {
+  const mounts = new Map((service('grafana').volumes ?? []).map((volume) => {
+    const [source = '', target = ''] = volume.split(':')
+    return [target, source]
+  }))
+  const providers = parse(read('deploy/grafana/provisioning/dashboards/profile-bff.yml')) as { providers: Array<{ options: { path: string } }> }
+  const dashboards = providers.providers[0]?.options.path ?? ''
+  t.equal(mounts.get(dashboards), './deploy/grafana/dashboards', 'the provider reads the mounted dashboards')
+  t.equal(mounts.get('/etc/grafana/provisioning'), './deploy/grafana/provisioning')
+  const home = service('grafana').environment?.GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH ?? ''
+  t.ok(home.startsWith(`${dashboards}/`) && existsSync(new URL(`deploy/grafana/dashboards/${home.slice(dashboards.length + 1)}`, root)), `home: ${home}`)
+  const sources = parse(read('deploy/grafana/provisioning/datasources/prometheus.yml')) as { datasources: Array<{ type: string, url: string }> }
+  t.same(sources.datasources.map(({ type, url }) => ({ type, url })), [{ type: 'prometheus', url: 'http://prometheus:9090' }])
+  t.ok(service('prometheus').ports?.some((port) => port.endsWith(':9090')), 'Prometheus listens on 9090')
 })
 
 t.test('every variable of the BFF is a configuration variable, and together they pass loadConfig', async (t) => {
@@ -79,13 +138,12 @@ t.test('every variable of the BFF is a configuration variable, and together they
   t.equal(config.AUDIENCE ?? config.UPSTREAM_BASE_URL, upstreamEnv.AUDIENCE, 'the simulator expects this audience')
 
   const grace = /^(\d+)s$/.exec(service('bff').stop_grace_period ?? '')?.[1]
-  t.ok(Number(grace) * 1000 > config.SHUTDOWN_TIMEOUT_MS, 'Docker waits longer than the server\'s own shutdown bound')
+  t.ok(Number(grace) * 1000 > config.SHUTDOWN_DELAY_MS + config.SHUTDOWN_TIMEOUT_MS,
+    'Docker waits longer than the server\'s drain delay and its shutdown bound together')
 })
 
-t.test('the simulator service runs a file the build produces', async (t) => {
-  const command = service('upstream').command ?? []
-  t.same(command.slice(0, 1), ['node'])
-  const built = command[1] ?? ''
+t.test('the simulator target runs a file the build produces', async (t) => {
+  const built = /^CMD \["node", "(dist\/dev\/.+\.js)"\]$/m.exec(stage('simulator'))?.[1] ?? ''
   t.match(built, /^dist\/dev\/(.+)\.js$/)
   const source = built.replace(/^dist\/dev\/(.+)\.js$/, 'dev/$1.ts')
   t.ok(existsSync(new URL(source, root)), `${source} exists`)
@@ -94,17 +152,22 @@ t.test('the simulator service runs a file the build produces', async (t) => {
   t.equal(devConfig.compilerOptions.outDir, '../dist/dev')
 })
 
-t.test('the Dockerfile: multi-stage, production dependencies only, non-root, with a healthcheck', async (t) => {
-  const dockerfile = read('Dockerfile')
-  const stages = dockerfile.split(/^FROM /m).slice(1)
-  t.equal(stages.length, 2, 'a build stage and a runtime stage')
-  const runtime = stages[1] ?? ''
-  t.match(runtime, /^RUN npm ci --omit=dev/m, 'only production dependencies in the image')
-  t.match(runtime, /^COPY --from=build \/app\/dist \.\/dist$/m, 'only the compiled code from the build')
-  t.notMatch(runtime, /^COPY (src|dev|test)/m)
-  t.match(runtime, /^USER node$/m)
-  t.match(runtime, /^HEALTHCHECK .*\n.*\/healthz/m)
-  t.match(runtime, /^CMD \["node", "dist\/server\.js"\]$/m)
-  const ignored = read('.dockerignore').split('\n')
-  for (const entry of ['node_modules', '.env', 'dist']) t.ok(ignored.includes(entry), `.dockerignore keeps out ${entry}`)
+/** One stage of the Dockerfile, from its FROM line to the next. */
+function stage (name: string): string {
+  const found = read('Dockerfile').split(/^(?=FROM )/m).find((text) => text.startsWith('FROM ') && text.split('\n')[0]?.endsWith(` AS ${name}`))
+  if (found === undefined) throw new Error(`no stage ${name}`)
+  return found
+}
+
+const dockerCompose = spawnSync('docker-compose', ['version'], { encoding: 'utf8' })
+t.test('docker-compose parses the file, observability profile included', {
+  skip: dockerCompose.status === 0 ? false : 'docker-compose is not installed here (.ci/run installs it)'
+}, async (t) => {
+  const parsed = spawnSync('docker-compose', ['--profile', 'observability', 'config'], {
+    cwd: root, encoding: 'utf8', env: { PATH: process.env.PATH ?? '' }
+  })
+  t.equal(parsed.status, 0, parsed.stderr)
+  const resolved = parse(parsed.stdout) as { services: Record<string, Service> }
+  t.same(Object.keys(resolved.services).sort(), Object.keys(services).sort())
+  t.equal(resolved.services.bff?.environment?.ADMIN_TOKEN, '', 'an unset ADMIN_TOKEN interpolates to nothing')
 })

@@ -2,6 +2,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { PrometheusTelemetry } from '../../src/metrics.js'
 import { stack } from '../helper.js'
+import { eventually, RedisServer } from '../cache/helper.js'
 import { metric, parseMetrics, type Sample } from './prometheus.js'
 
 async function scrape (app: FastifyInstance): Promise<Sample[]> {
@@ -140,4 +141,14 @@ t.test('request counts are cumulative from scrape to scrape: none lost, none cou
   telemetry.observeRequest(hit)
   telemetry.observeRequest({ method: 'GET', route: 'unmatched', status: 404, seconds: 0.0002 })
   t.same(await counts(), [4, 4, 4, 1])
+})
+
+t.test('pbff_redis_up: no sample without Redis, 1 while Redis is connected, 0 once it is gone', async (t) => {
+  t.equal(metric(await scrape((await stack(t)).app), 'pbff_redis_up'), undefined, 'REDIS_URL unset: nothing to alert on')
+  const redis = await RedisServer.start(t)
+  const { app } = await stack(t, { env: { REDIS_URL: redis.url } })
+  await eventually(() => app.redis?.status === 'ready', 'redis ready')
+  t.equal(metric(await scrape(app), 'pbff_redis_up'), 1)
+  await redis.stop()
+  await eventually(async () => metric(await scrape(app), 'pbff_redis_up') === 0, 'a scrape reports Redis down')
 })

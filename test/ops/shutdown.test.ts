@@ -76,9 +76,9 @@ async function refused (port: number): Promise<boolean> {
   })
 }
 
-t.test('on SIGTERM the server stops accepting, finishes the requests in flight, closes and exits 0', async (t) => {
+t.test('with SHUTDOWN_DELAY_MS=0, on SIGTERM the server stops accepting at once, finishes the requests in flight, closes and exits 0', async (t) => {
   const sim = await simulator(t, { latencyMs: 1_500 })
-  const server = await startServer(t, sim)
+  const server = await startServer(t, sim, { SHUTDOWN_DELAY_MS: '0' })
   const agent = new Agent({ keepAliveTimeout: 60_000 })
   t.teardown(() => agent.close())
 
@@ -117,11 +117,62 @@ t.test('on SIGTERM the server stops accepting, finishes the requests in flight, 
 t.test('requests still running after SHUTDOWN_TIMEOUT_MS are abandoned and the process exits 1', async (t) => {
   const sim = await simulator(t)
   sim.failNext({ kind: 'hang' })
-  const server = await startServer(t, sim, { SHUTDOWN_TIMEOUT_MS: '300' })
+  const server = await startServer(t, sim, { SHUTDOWN_DELAY_MS: '0', SHUTDOWN_TIMEOUT_MS: '300' })
   const pending = request(`${server.url}/profile/slowpoke`).then(() => 'answered', () => 'abandoned')
   t.ok(await waitFor(() => sim.stats.dataCalls === 1 || undefined, 10_000), 'the request reached the upstream')
   server.child.kill('SIGTERM')
   t.equal(await server.exited, 1)
   t.equal(await pending, 'abandoned')
   t.ok(server.lines.some((line) => line.level === 50 && String(line.msg).includes('killed by timeout')), 'the forced exit is logged')
+})
+
+/** One request on a connection of its own, as a load balancer's health check or a new client makes it. */
+async function onNewConnection (url: string): Promise<{ status: number, body: Record<string, unknown> }> {
+  const agent = new Agent({ pipelining: 0 })
+  try {
+    const res = await request(url, { dispatcher: agent })
+    return { status: res.statusCode, body: await res.body.json() as Record<string, unknown> }
+  } finally {
+    await agent.close()
+  }
+}
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  t.test(`on ${signal}, /readyz answers 503 at once while new connections are still served for SHUTDOWN_DELAY_MS; then it closes and exits 0`, async (t) => {
+    const delayMs = 1_500
+    const sim = await simulator(t)
+    const server = await startServer(t, sim, { SHUTDOWN_DELAY_MS: String(delayMs) })
+    t.equal((await onNewConnection(`${server.url}/readyz`)).status, 200)
+
+    const signalled = Date.now()
+    server.child.kill(signal)
+    const shuttingDown = await waitFor(() => server.lines.find((line) => line.msg === 'shutting down: readiness fails, still serving'), 5_000)
+    t.ok(shuttingDown, 'the signal was received')
+    const readiness = await onNewConnection(`${server.url}/readyz`)
+    t.equal(readiness.status, 503)
+    t.match(readiness.body, { statusCode: 503, code: 'SHUTTING_DOWN', status: 'unavailable' })
+    const profile = await onNewConnection(`${server.url}/profile/alice`)
+    t.equal(profile.status, 200, 'a data route still answers on a new connection')
+    t.equal(typeof (profile.body.user as { name?: unknown } | undefined)?.name, 'string')
+    t.ok(Date.now() - signalled < delayMs, 'all of that within the delay')
+
+    t.equal(await server.exited, 0)
+    t.ok(Date.now() - signalled >= delayMs, 'the listener closed only after the delay')
+    t.ok(await refused(server.port), 'and then refuses connections')
+    t.equal(server.lines.filter((line) => Number(line.level) >= 50).length, 0, 'no error logged')
+  })
+}
+
+t.test('SIGHUP, SIGQUIT and SIGUSR2 do not stop the service', async (t) => {
+  const sim = await simulator(t)
+  const server = await startServer(t, sim, { SHUTDOWN_DELAY_MS: '0' })
+  for (const signal of ['SIGHUP', 'SIGQUIT', 'SIGUSR2'] as const) {
+    server.child.kill(signal)
+    const ignored = await waitFor(() => server.lines.find((line) => line.signal === signal && line.msg === 'signal ignored: only SIGTERM or SIGINT stops the service'), 5_000)
+    t.ok(ignored, `${signal} logged as ignored`)
+    t.equal((await onNewConnection(`${server.url}/readyz`)).status, 200, `still ready after ${signal}`)
+  }
+  t.equal(server.child.exitCode, null, 'still running')
+  server.child.kill('SIGTERM')
+  t.equal(await server.exited, 0)
 })

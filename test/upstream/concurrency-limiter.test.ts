@@ -46,3 +46,26 @@ t.test('a failing task frees its slot', async (t) => {
   t.equal(limiter.running, 0)
   t.equal(await limiter.run(async () => 'next'), 'next')
 })
+
+t.test('a waiter whose signal aborts leaves the queue at once and never runs; the next one takes the slot', async (t) => {
+  const limiter = new ConcurrencyLimiter({ concurrency: 1, queueLimit: 2 })
+  const [running, abandoned, next] = [gate(), gate(), gate()]
+  const controller = new AbortController()
+  const first = limiter.run(running.task)
+  const dropped = limiter.run(abandoned.task, controller.signal)
+  const second = limiter.run(next.task)
+  controller.abort(new Error('caller gone'))
+  await t.rejects(dropped, { message: 'caller gone' }, 'rejected while the slot is still taken')
+  t.equal(limiter.queued, 1)
+  running.open()
+  next.open()
+  t.same(await Promise.all([first, second]), ['done', 'done'])
+  t.notOk(abandoned.started(), 'the abandoned task never ran')
+  t.equal(limiter.running, 0)
+})
+
+t.test('an already aborted signal is refused before taking a slot', async (t) => {
+  const limiter = new ConcurrencyLimiter({ concurrency: 1, queueLimit: 1 })
+  await t.rejects(limiter.run(async () => 'never', AbortSignal.abort(new Error('too late'))), { message: 'too late' })
+  t.equal(limiter.running, 0)
+})

@@ -90,13 +90,13 @@ t.test('a failing identity provider is retried with exponential back-off, caller
   endpoint.failing = true
   await t.rejects(tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED', message: /answered 500/ })
   t.equal(tokens.state, 'failing')
-  // random() = 0: delays are half of 1 s, 2 s, 4 s.
+  // random() = 0: delays are half of 2 s, 4 s, 5 s.
   for (let i = 0; i < 20; i++) await t.rejects(tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED', message: /next attempt in 1 s/ })
   t.equal(endpoint.exchanges, 1, 'no exchange during the back-off')
-  clock.advance(500)
+  clock.advance(1_000)
   await t.rejects(tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED' })
   t.equal(endpoint.exchanges, 2)
-  clock.advance(999)
+  clock.advance(1_999)
   await t.rejects(tokens.getToken(), { message: /next attempt in 1 s/ })
   t.equal(endpoint.exchanges, 2, 'the second delay is twice the first')
   clock.advance(1)
@@ -104,6 +104,33 @@ t.test('a failing identity provider is retried with exponential back-off, caller
   t.equal((await tokens.getToken()).value, 'token-3')
   t.equal(tokens.state, 'held')
   t.same(telemetry.events, ['token:failed', 'token:failed', 'token:minted'])
+})
+
+t.test('a long outage of the identity provider: at most one exchange a second, callers recover within 5 s of its return', async (t) => {
+  for (const random of [0, 1]) {
+    const endpoint = new FakeEndpoint()
+    const { tokens, clock } = manager(endpoint, { random: () => random })
+    endpoint.failing = true
+    const exchangeTimes: number[] = []
+    // A caller every 100 ms for ten minutes of outage.
+    for (let elapsed = 0; elapsed < 600_000; elapsed += 100) {
+      const before = endpoint.exchanges
+      await tokens.getToken().catch(() => {})
+      if (endpoint.exchanges > before) exchangeTimes.push(elapsed)
+      clock.advance(100)
+    }
+    const gaps = exchangeTimes.slice(1).map((time, i) => time - (exchangeTimes[i] ?? 0))
+    t.ok(Math.min(...gaps) >= 1_000, `random ${random}: exchanges at least 1 s apart (smallest gap ${Math.min(...gaps)} ms)`)
+    t.ok(Math.max(...gaps) <= 5_000, `random ${random}: and at most 5 s apart (largest gap ${Math.max(...gaps)} ms)`)
+
+    endpoint.failing = false
+    let recoveredAfter = 0
+    while ((await tokens.getToken().then(() => true, () => false)) === false) {
+      clock.advance(100)
+      recoveredAfter += 100
+    }
+    t.ok(recoveredAfter <= 5_000, `random ${random}: a caller got a token ${recoveredAfter} ms after the provider recovered`)
+  }
 })
 
 t.test('a failed background renewal keeps the current token until it is no longer usable', async (t) => {
@@ -125,9 +152,9 @@ t.test('a failed background renewal keeps the current token until it is no longe
 })
 
 t.test('retry delays double up to the cap, with jitter between half and all of the step', async (t) => {
-  t.same([1, 2, 3, 4, 5, 6, 7, 10].map((attempt) => retryDelay(attempt, 0)), [500, 1000, 2000, 4000, 8000, 15000, 15000, 15000])
-  t.equal(retryDelay(1, 1), 1000)
-  t.equal(retryDelay(20, 1), 30000)
+  t.same([1, 2, 3, 4, 10].map((attempt) => retryDelay(attempt, 0)), [1000, 2000, 2500, 2500, 2500])
+  t.equal(retryDelay(1, 1), 2000)
+  t.equal(retryDelay(20, 1), 5000)
 })
 
 t.test('each minted token is counted and logged once, without the token', async (t) => {

@@ -1,0 +1,30 @@
+import { readFileSync } from 'node:fs'
+import t from 'tap'
+
+const root = new URL('../../', import.meta.url)
+const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')
+const pkg = JSON.parse(read('package.json')) as { version: string, license: string }
+const lock = JSON.parse(read('package-lock.json')) as { packages: Record<string, { license?: string, dev?: boolean }> }
+
+/** Licenses that let an MIT-licensed service ship the package alongside it. */
+const PERMISSIVE = new Set(['MIT', 'ISC', 'BSD-2-Clause', 'BSD-3-Clause', 'Apache-2.0', 'BlueOak-1.0.0', '0BSD'])
+
+t.test('the project is MIT: LICENSE, package.json and the lockfile say so', async (t) => {
+  t.equal(pkg.license, 'MIT')
+  t.match(read('LICENSE'), /^MIT License\n\nCopyright \(c\) \d{4} /)
+  t.equal(lock.packages['']?.license, 'MIT')
+})
+
+t.test('every production dependency, direct or not, has a license compatible with it', async (t) => {
+  const shipped = Object.entries(lock.packages).filter(([path, entry]) => path !== '' && entry.dev !== true)
+  t.ok(shipped.length > 50)
+  for (const [path, entry] of shipped) t.ok(PERMISSIVE.has(entry.license ?? ''), `${path.replace(/^.*node_modules\//, '')}: ${entry.license}`)
+})
+
+t.test('the changelog has an Unreleased section and one for the current version', async (t) => {
+  const changelog = read('CHANGELOG.md')
+  const versions = [...changelog.matchAll(/^## \[([^\]]+)\]/gm)].map((match) => match[1])
+  t.equal(versions[0], 'Unreleased')
+  t.ok(versions.includes(pkg.version), `${pkg.version} is described`)
+  t.match(changelog, new RegExp(`^## \\[${pkg.version.replace(/\./g, '\\.')}\\] - \\d{4}-\\d{2}-\\d{2}$`, 'm'))
+})

@@ -1,0 +1,67 @@
+import { connect, type Socket } from 'node:net'
+import t from 'tap'
+import { buildApp, SLOW_CLIENT_TIMEOUTS, type SlowClientTimeouts } from '../../src/app.js'
+import { simulator, testConfig, type TestContext } from '../helper.js'
+
+// node:http's own timers cut slow clients off; they cannot follow a fake clock, so the limits are short here.
+const LIMITS: SlowClientTimeouts = { headersMs: 300, requestMs: 600, checkIntervalMs: 50 }
+const ADMIN_TOKEN = 'slow-client-test-admin-token'
+
+async function listening (t: TestContext): Promise<number> {
+  const sim = await simulator(t)
+  const app = await buildApp({ config: testConfig(sim, { ADMIN_TOKEN }), slowClients: LIMITS })
+  t.teardown(() => app.close())
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const address = app.server.address()
+  if (address === null || typeof address === 'string') throw new Error('not listening on a port')
+  return address.port
+}
+
+/** Writes `head` at once, then one byte of `drip` every 50 ms; resolves with what the server sent and when it closed. */
+async function slowClient (port: number, head: string, drip: string): Promise<{ answer: string, closedAfterMs: number }> {
+  const socket: Socket = connect(port, '127.0.0.1')
+  const started = Date.now()
+  let answer = ''
+  socket.setEncoding('utf8').on('data', (chunk: string) => { answer += chunk })
+  socket.on('error', () => {})
+  socket.write(head)
+  let sent = 0
+  const dripping = setInterval(() => { if (sent < drip.length && socket.writable) socket.write(drip[sent++] ?? '') }, 50)
+  try {
+    await new Promise((resolve) => socket.once('close', resolve))
+  } finally {
+    clearInterval(dripping)
+  }
+  return { answer, closedAfterMs: Date.now() - started }
+}
+
+t.test('by default the server allows seconds, not minutes: 10 s for the headers, 15 s for the whole request', async (t) => {
+  const sim = await simulator(t)
+  const app = await buildApp({ config: testConfig(sim) })
+  t.teardown(() => app.close())
+  t.equal(app.server.headersTimeout, SLOW_CLIENT_TIMEOUTS.headersMs)
+  t.equal(app.server.requestTimeout, SLOW_CLIENT_TIMEOUTS.requestMs)
+  t.ok(SLOW_CLIENT_TIMEOUTS.requestMs <= 15_000 && SLOW_CLIENT_TIMEOUTS.checkIntervalMs <= 1_000)
+})
+
+t.test('a client sending its headers a byte at a time gets 408 and loses the connection once the headers limit passes', async (t) => {
+  const port = await listening(t)
+  const { answer, closedAfterMs } = await slowClient(port, 'GET /healthz HTTP/1.1\r\n', 'Host: 127.0.0.1\r\nAccept: application/json\r\nX-Padding: ' + 'x'.repeat(200))
+  t.match(answer, /^HTTP\/1\.1 408 /)
+  t.ok(closedAfterMs >= LIMITS.headersMs && closedAfterMs < LIMITS.headersMs + 400, `closed after ${closedAfterMs} ms`)
+})
+
+t.test('a client whose body trickles gets 408 and loses the connection once the whole-request limit passes', async (t) => {
+  const port = await listening(t)
+  const head = 'POST /admin/purge/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+    `Authorization: Bearer ${ADMIN_TOKEN}\r\nContent-Length: 400\r\n\r\n`
+  const { answer, closedAfterMs } = await slowClient(port, head, '{"padding":"' + 'x'.repeat(380) + '"}')
+  t.match(answer, /^HTTP\/1\.1 408 /)
+  t.ok(closedAfterMs >= LIMITS.requestMs && closedAfterMs < LIMITS.requestMs + 400, `closed after ${closedAfterMs} ms`)
+})
+
+t.test('a client that sends its request in time is served', async (t) => {
+  const port = await listening(t)
+  const { answer } = await slowClient(port, 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n', '')
+  t.match(answer, /^HTTP\/1\.1 200 /)
+})
