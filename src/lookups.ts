@@ -1,3 +1,4 @@
+import pMap from 'p-map'
 import { createEntry, type CacheEntry, type Freshness } from './cache/cache-entry.js'
 import { cacheKey, ENTRY_KINDS, type EntryKind } from './cache/keys.js'
 import type { Served, SwrCache } from './cache/swr-cache.js'
@@ -57,11 +58,15 @@ export class Lookups {
 
   /**
    * Several members' profiles, each through its own entry, as `profile` would serve it (same coalescing,
-   * SWR, stale-if-error); cold ones load in parallel, within the upstream client's concurrency. A failure
+   * SWR, stale-if-error); cold ones load in parallel, `concurrency` at a time. A failure
    * is that member's answer, not the others'.
    */
-  async profiles (usernames: readonly string[]): Promise<Array<PromiseSettledResult<Served>>> {
-    return await Promise.allSettled(usernames.map(async (username) => await this.profile(username)))
+  async profiles (usernames: readonly string[], concurrency: number): Promise<Array<PromiseSettledResult<Served>>> {
+    // At most `concurrency` at once, so one batch never overflows the upstream client's bounded queue.
+    return await pMap(usernames, async (username): Promise<PromiseSettledResult<Served>> => await this.profile(username).then(
+      (value) => ({ status: 'fulfilled', value }),
+      (reason: unknown) => ({ status: 'rejected', reason })
+    ), { concurrency })
   }
 
   /** Admin purge: the member's profile and timeline entries (negative ones too) become stale. */

@@ -43,6 +43,16 @@ t.test('cold usernames load in parallel, one upstream call each, even with singl
   t.match(batch?.headers['server-timing'], /^cache;desc=MISS, upstream;dur=\d+(\.\d)?$/)
 })
 
+t.test('a batch larger than the upstream concurrency and its queue loads every member, never UPSTREAM_OVERLOADED', async (t) => {
+  // 2 at once and 16 waiting: 50 lookups started together would overflow the queue.
+  const { app, sim } = await stack(t, { env: { UPSTREAM_MAX_CONCURRENCY: '2', RATE_LIMIT_PER_MINUTE: '0' }, sim: { latencyMs: 5 } })
+  const members = names('many', 50)
+  const res = await app.inject(batchUrl(members))
+  t.same(res.json().errors, {})
+  t.equal(Object.keys(res.json().profiles).length, 50)
+  t.equal(sim.stats.dataCalls, 50)
+})
+
 t.test('mixed results: every username under exactly one of profiles or errors', async (t) => {
   const { app, sim, clock } = await cacheStack(t)
   await app.inject('/profile/stale-one')
