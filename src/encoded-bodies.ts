@@ -52,8 +52,9 @@ export class EncodedBodies {
       pending = this.#encode(body).finally(() => this.#pending.delete(etag))
       this.#pending.set(etag, pending)
     }
-    const encodings = await pending
-    this.#done.set(etag, encodings)
+    // A failed compression costs the caller nothing: the body goes out as it is (and is tried again next time).
+    const encodings = await pending.catch(() => undefined)
+    if (encodings !== undefined) this.#done.set(etag, encodings)
     return encodings
   }
 

@@ -55,6 +55,18 @@ t.test('each version is compressed once: hits send the stored bytes', async (t) 
   t.equal(compressed.length, 4)
 })
 
+t.test('a compression that fails leaves the body as it is', async (t) => {
+  let attempts = 0
+  const failing = async (): Promise<Buffer> => {
+    attempts++
+    throw new Error('no memory for a compressor')
+  }
+  const encodings = new EncodedBodies({ compress: { br: failing, gzip: failing } })
+  t.equal(await encodings.get('"v1"', 'x'.repeat(MIN_ENCODED_BYTES)), undefined)
+  t.equal(await encodings.get('"v1"', 'x'.repeat(MIN_ENCODED_BYTES)), undefined)
+  t.ok(attempts >= 2, 'not remembered: tried again')
+})
+
 t.test('Accept-Encoding is read with its weights', async (t) => {
   const cases: Array<[string | undefined, string | undefined]> = [
     [undefined, undefined], ['', undefined], ['identity', undefined], ['gzip', 'gzip'], ['br', 'br'], ['gzip;q=1, br;q=0.5', 'gzip'],
