@@ -61,6 +61,7 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #backoffWindows: Counter
   readonly #breakerState: Gauge<'state'>
   readonly #breakerOpenings: Counter
+  readonly #redisUp: Gauge
   readonly #requestSeries = new Map<string, RequestSeries>()
   // The states last reported, to count transitions (a repeated report is not a new window).
   #inBackoff = false
@@ -142,6 +143,11 @@ export class PrometheusTelemetry implements Telemetry {
       help: 'Times the upstream circuit breaker opened',
       registers
     })
+    this.#redisUp = new Gauge({
+      name: `${PREFIX}redis_up`,
+      help: '1 while Redis answers, 0 while it is down, hung or not configured (the in-process cache serves then)',
+      registers
+    })
     // Series an operator alerts on exist from the start, at zero, rather than appearing with the first event.
     for (const outcome of ['minted', 'failed']) this.#tokenExchanges.labels(outcome).inc(0)
     this.breaker('closed')
@@ -175,6 +181,10 @@ export class PrometheusTelemetry implements Telemetry {
     if (state === 'open' && this.#breaker !== 'open') this.#breakerOpenings.inc()
     this.#breaker = state
     for (const each of BREAKER_STATES) this.#breakerState.labels(each).set(each === state ? 1 : 0)
+  }
+
+  redis (up: boolean): void {
+    this.#redisUp.set(up ? 1 : 0)
   }
 
   /**

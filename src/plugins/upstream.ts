@@ -4,7 +4,7 @@ import { Pool } from 'undici'
 import { BackoffWindow } from '../upstream/backoff-window.js'
 import { CircuitBreaker } from '../upstream/circuit-breaker.js'
 import { ConcurrencyLimiter } from '../upstream/concurrency-limiter.js'
-import { SharedWindow } from '../upstream/shared-window.js'
+import { SharedWindow } from '../redis/shared-window.js'
 import { TokenCipher } from '../upstream/token-cipher.js'
 import { TokenEndpoint } from '../upstream/token-endpoint.js'
 import { TokenManager } from '../upstream/token-manager.js'
@@ -25,7 +25,7 @@ export const QUEUE_PER_SLOT = 8
 /** Failures in a row that open the circuit, and how long it stays open before a probe. */
 export const BREAKER_FAILURE_THRESHOLD = 5
 export const BREAKER_OPEN_MS = 10_000
-/** An exchange is bounded by UPSTREAM_TIMEOUT_MS; its lock outlives it by this, then frees itself. */
+/** An exchange is bounded by UPSTREAM_TIMEOUT_MS: the others wait for it that long, and this much more. */
 const LOCK_SLACK_MS = 2_000
 
 /**
@@ -34,7 +34,7 @@ const LOCK_SLACK_MS = 2_000
  * circuit breaker. Closes the pools with the app.
  */
 async function upstream (app: FastifyInstance): Promise<void> {
-  const { config, redis, telemetry } = app
+  const { config, redisLayer, telemetry } = app
   const base = new URL(config.UPSTREAM_BASE_URL)
   const auth = new URL(config.AUTH_URL)
   const timeouts = {
@@ -49,7 +49,6 @@ async function upstream (app: FastifyInstance): Promise<void> {
 
   const prefix = config.CACHE_KEY_PREFIX
   const tokenLog = app.log.child({ component: 'token-manager' })
-  const lockTtlMs = config.UPSTREAM_TIMEOUT_MS + LOCK_SLACK_MS
   const tokens = new TokenManager({
     endpoint: new TokenEndpoint({
       dispatcher: authPool,
@@ -60,12 +59,19 @@ async function upstream (app: FastifyInstance): Promise<void> {
       defaultTtlSeconds: config.TOKEN_DEFAULT_TTL_SECONDS,
       timeoutMs: config.UPSTREAM_TIMEOUT_MS
     }),
-    ...(redis !== undefined && {
-      store: new RedisTokenStore({ redis, cipher: new TokenCipher(config.CLIENT_SECRET), keyPrefix: prefix, lockTtlMs, log: tokenLog })
+    ...(redisLayer !== undefined && {
+      store: new RedisTokenStore({
+        redis: redisLayer.client,
+        health: redisLayer.health,
+        lock: redisLayer.lock,
+        cipher: new TokenCipher(config.CLIENT_SECRET),
+        keyPrefix: prefix,
+        log: tokenLog
+      })
     }),
     telemetry,
     log: tokenLog,
-    lockWaitMs: 2 * lockTtlMs
+    lockWaitMs: config.UPSTREAM_TIMEOUT_MS + LOCK_SLACK_MS
   })
 
   const clientLog = app.log.child({ component: 'upstream-client' })
@@ -81,7 +87,14 @@ async function upstream (app: FastifyInstance): Promise<void> {
     }),
     breaker: new CircuitBreaker({ failureThreshold: BREAKER_FAILURE_THRESHOLD, openMs: BREAKER_OPEN_MS, telemetry }),
     backoff: new BackoffWindow({
-      ...(redis !== undefined && { shared: new SharedWindow(redis, `${prefix}upstream:backoff`, clientLog) }),
+      ...(redisLayer !== undefined && {
+        shared: new SharedWindow({
+          redis: redisLayer.client,
+          health: redisLayer.health,
+          key: `${prefix}upstream:backoff`,
+          onError: (err) => clientLog.debug({ err }, 'shared back-off window unavailable; using the local one')
+        })
+      }),
       telemetry
     }),
     telemetry,

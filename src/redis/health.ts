@@ -1,0 +1,108 @@
+import { CACHE_UNAVAILABLE } from '../errors.js'
+import type { RedisCommands } from './commands.js'
+
+/** What the health state needs of the client: a PING, its connection status and events, and a way to drop a hung connection. */
+export interface ProbedClient extends Pick<RedisCommands, 'ping'> {
+  status: string
+  on: (event: 'ready' | 'close', listener: () => void) => unknown
+  disconnect: (reconnect?: boolean) => void
+}
+
+export interface RedisHealthOptions {
+  client: ProbedClient
+  /** How often the probe pings while Redis is down. */
+  downProbeMs?: number
+  /** How often it pings while Redis is up: a hang is noticed even with no traffic. */
+  upProbeMs?: number
+  /** Reported on every change (metrics, logs). */
+  onChange?: (up: boolean, cause?: unknown) => void
+}
+
+export type HealthListener = (up: boolean) => void
+
+/**
+ * The one answer to "may we talk to Redis now?", read synchronously by every consumer. A command that
+ * times out or loses its connection flips it to down at once; from then on `run` rejects without
+ * sending anything, and only the background probe (a PING, never a caller) flips it back up.
+ * A ReplyError is Redis answering: it says nothing about Redis's health.
+ */
+export class RedisHealth {
+  readonly #client: ProbedClient
+  readonly #upProbeEvery: number
+  readonly #onChange: NonNullable<RedisHealthOptions['onChange']>
+  readonly #listeners = new Set<HealthListener>()
+  readonly #timer: NodeJS.Timeout
+  #up = false
+  #probing = false
+  #ticks = 0
+
+  constructor ({ client, downProbeMs = 250, upProbeMs = 1_000, onChange = () => {} }: RedisHealthOptions) {
+    this.#client = client
+    this.#upProbeEvery = Math.max(1, Math.round(upProbeMs / downProbeMs))
+    this.#onChange = onChange
+    client.on('ready', () => { this.#probe() })
+    client.on('close', () => { this.#down(new Error('connection closed')) })
+    this.#timer = setInterval(() => { this.#tick() }, downProbeMs).unref()
+  }
+
+  get up (): boolean {
+    return this.#up && this.#client.status === 'ready'
+  }
+
+  listen (listener: HealthListener): void {
+    this.#listeners.add(listener)
+  }
+
+  /** Runs a command unless Redis is down; every failure rejects with CACHE_UNAVAILABLE. */
+  async run<T> (command: () => Promise<T>): Promise<T> {
+    if (!this.up) throw new CACHE_UNAVAILABLE('redis is down')
+    try {
+      return await command()
+    } catch (error) {
+      if (!isReply(error)) this.#down(error)
+      throw new CACHE_UNAVAILABLE('a redis command failed', { cause: error })
+    }
+  }
+
+  /** Stops probing; from now on nothing is sent. */
+  close (): void {
+    clearInterval(this.#timer)
+    this.#up = false
+  }
+
+  #tick (): void {
+    this.#ticks++
+    if (!this.#up || this.#ticks % this.#upProbeEvery === 0) this.#probe()
+  }
+
+  #probe (): void {
+    if (this.#probing) return
+    if (this.#client.status !== 'ready') return this.#down(new Error(`redis is ${this.#client.status}`))
+    this.#probing = true
+    this.#client.ping().then(
+      () => this.#set(true),
+      (error: unknown) => this.#down(error)
+    ).finally(() => { this.#probing = false })
+  }
+
+  #down (cause: unknown): void {
+    // A hung connection holds the commands already sent: dropping it fails them now and reconnects.
+    if (this.#up && isTimeout(cause)) this.#client.disconnect(true)
+    this.#set(false, cause)
+  }
+
+  #set (up: boolean, cause?: unknown): void {
+    if (up === this.#up) return
+    this.#up = up
+    this.#onChange(up, cause)
+    for (const listener of this.#listeners) listener(up)
+  }
+}
+
+function isReply (error: unknown): boolean {
+  return error instanceof Error && error.name === 'ReplyError'
+}
+
+function isTimeout (error: unknown): boolean {
+  return error instanceof Error && /timed out/i.test(error.message)
+}
