@@ -65,7 +65,7 @@ t.test('with Redis, instances share one budget per client, synced every 100 ms',
   const { app, config } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3', REDIS_URL } })
   const other = await anotherApp(t, config)
   const redis = rawRedis(t)
-  for (const each of [app, other]) await eventually(() => each.redis?.status === 'ready', 'redis ready')
+  for (const each of [app, other]) await eventually(() => each.redisLayer?.health.up === true, 'redis up')
   for (const remaining of ['2', '1', '0']) {
     t.equal((await app.inject('/profile/alice')).headers['x-ratelimit-remaining'], remaining)
   }
