@@ -50,7 +50,7 @@ export class MemoryStore implements CacheStore {
     const current = this.#entries.peek(key)
     if (current !== undefined && current.storedAt > entry.storedAt) return undefined
     const purgedAt = this.#purged.get(key, this.#now())
-    const stored = purgedAt !== undefined && purgedAt >= loadStartedAt ? markedStale(entry, purgedAt) : entry
+    const stored = purgedAt !== undefined && purgedAt > loadStartedAt ? markedStale(entry, purgedAt) : entry
     this.#entries.set(key, stored, stored.staleUntil)
     return stored
   }

@@ -67,11 +67,11 @@ async function cache (app: FastifyInstance, { now = Date.now }: CachePluginOptio
 }
 
 /** Redis behind an in-process tier, kept coherent, and loads coordinated, through the Redis layer's bus and lock. */
-function sharedCache ({ client, health, bus, lock }: RedisLayer, now: () => number, purgeMemoryMs: number, loadBoundMs: number): {
+function sharedCache ({ client, health, clock, bus, lock }: RedisLayer, now: () => number, purgeMemoryMs: number, loadBoundMs: number): {
   store: CacheStore
   coalescer: NonNullable<SwrCacheOptions['coalescer']>
 } {
-  const shared = new RedisStore({ redis: client, health, events: bus, purgeMemoryMs, now })
+  const shared = new RedisStore({ redis: client, health, clock, events: bus, purgeMemoryMs })
   const store = new LocalTier({ shared, events: bus, now, purgeMemoryMs, ...LOCAL_TIER })
   // The owner renews its lock while it loads: a waiter looks again after each lifetime, up to the load's bound.
   return { store, coalescer: { claim: async (key) => await lock.claim(key), maxClaims: Math.ceil(loadBoundMs / LOCK_TTL_MS) } }

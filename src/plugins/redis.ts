@@ -3,13 +3,15 @@ import fp from 'fastify-plugin'
 import { eventsChannel } from '../cache/keys.js'
 import { RedisBus } from '../redis/bus.js'
 import { createRedisClient, duplicateRedisClient, type RedisClient } from '../redis/client.js'
+import { RedisClock } from '../redis/clock.js'
 import { RedisHealth } from '../redis/health.js'
 import { OwnerLock } from '../redis/owner-lock.js'
 
-/** What the consumers of Redis share: the client, its one health state, the bus and the owner lock. */
+/** What the consumers of Redis share: the client, its one health state, its clock, the bus and the owner lock. */
 export interface RedisLayer {
   client: RedisClient
   health: RedisHealth
+  clock: RedisClock
   bus: RedisBus
   lock: OwnerLock
 }
@@ -29,8 +31,13 @@ declare module 'fastify' {
  */
 export const LOCK_TTL_MS = 1_000
 
+export interface RedisPluginOptions {
+  /** This instance's clock (tests move it); default Date.now. */
+  now?: () => number
+}
+
 /** Owns the Redis layer's life: created with the app (start-up never waits for Redis), closed with it. */
-async function redis (app: FastifyInstance): Promise<void> {
+async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptions): Promise<void> {
   const url = app.config.REDIS_URL
   if (url === undefined) {
     app.decorate('redis', undefined)
@@ -41,8 +48,10 @@ async function redis (app: FastifyInstance): Promise<void> {
   // Without a listener ioredis reports connection errors as unhandled; they are expected during an outage.
   client.on('error', (err: unknown) => app.log.debug({ err }, 'redis connection error'))
   const onError = (err: unknown): void => app.log.debug({ err }, 'redis command failed')
+  const clock = new RedisClock(now)
   const health = new RedisHealth({
     client,
+    clock,
     onChange: (up, cause) => {
       app.telemetry.redis(up)
       if (up) app.log.info('redis is up: the cache is shared again')
@@ -58,7 +67,7 @@ async function redis (app: FastifyInstance): Promise<void> {
   })
   const lock = new OwnerLock({ redis: client, health, bus, ttlMs: LOCK_TTL_MS, onError })
   app.decorate<RedisClient>('redis', client)
-  app.decorate<RedisLayer>('redisLayer', { client, health, bus, lock })
+  app.decorate<RedisLayer>('redisLayer', { client, health, clock, bus, lock })
   app.addHook('onClose', async () => {
     health.close()
     await bus.close()

@@ -1,8 +1,9 @@
 import { CACHE_UNAVAILABLE } from '../errors.js'
+import type { RedisClock } from './clock.js'
 import type { RedisCommands } from './commands.js'
 
-/** What the health state needs of the client: a PING, its connection status and events, and a way to drop a hung connection. */
-export interface ProbedClient extends Pick<RedisCommands, 'ping'> {
+/** What the health state needs of the client: PING and TIME, its connection status and events, and a way to drop a hung connection. */
+export interface ProbedClient extends Pick<RedisCommands, 'ping' | 'time'> {
   status: string
   on: (event: 'ready' | 'close', listener: () => void) => unknown
   disconnect: (reconnect?: boolean) => void
@@ -10,6 +11,8 @@ export interface ProbedClient extends Pick<RedisCommands, 'ping'> {
 
 export interface RedisHealthOptions {
   client: ProbedClient
+  /** Set each time Redis comes up. */
+  clock: RedisClock
   /** How often the probe pings while Redis is down. */
   downProbeMs?: number
   /** How often it pings while Redis is up: a hang is noticed even with no traffic. */
@@ -28,6 +31,7 @@ export type HealthListener = (up: boolean) => void
  */
 export class RedisHealth {
   readonly #client: ProbedClient
+  readonly #clock: RedisClock
   readonly #upProbeEvery: number
   readonly #onChange: NonNullable<RedisHealthOptions['onChange']>
   readonly #listeners = new Set<HealthListener>()
@@ -36,8 +40,9 @@ export class RedisHealth {
   #probing = false
   #ticks = 0
 
-  constructor ({ client, downProbeMs = 250, upProbeMs = 1_000, onChange = () => {} }: RedisHealthOptions) {
+  constructor ({ client, clock, downProbeMs = 250, upProbeMs = 1_000, onChange = () => {} }: RedisHealthOptions) {
     this.#client = client
+    this.#clock = clock
     this.#upProbeEvery = Math.max(1, Math.round(upProbeMs / downProbeMs))
     this.#onChange = onChange
     client.on('ready', () => { this.#probe() })
@@ -79,10 +84,22 @@ export class RedisHealth {
     if (this.#probing) return
     if (this.#client.status !== 'ready') return this.#down(new Error(`redis is ${this.#client.status}`))
     this.#probing = true
-    this.#client.ping().then(
+    this.#probeCommand().then(
       () => this.#set(true),
       (error: unknown) => this.#down(error)
     ).finally(() => { this.#probing = false })
+  }
+
+  /** While up, a PING; coming up, a TIME, which also sets the clock before anyone converts a time with it. */
+  async #probeCommand (): Promise<void> {
+    if (this.#up) {
+      await this.#client.ping()
+      return
+    }
+    const now = this.#clock.localNow
+    const sentAt = now()
+    const time = await this.#client.time()
+    this.#clock.sync([String(time[0]), String(time[1])], sentAt, now())
   }
 
   #down (cause: unknown): void {

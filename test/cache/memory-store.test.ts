@@ -64,7 +64,7 @@ t.test('markStale makes held entries stale as of now, keeping them servable', as
   t.same(await store.get('k'), { ...entry, freshUntil: clock.now() })
 })
 
-t.test('a load that started before a purge is stored stale, one that started after it fresh', async (t) => {
+t.test('a load that started before a purge is stored stale, one that started with or after it fresh', async (t) => {
   const clock = new Clock()
   const store = new MemoryStore({ now: clock.now })
   const loadStartedAt = clock.now()

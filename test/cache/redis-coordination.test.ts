@@ -7,6 +7,7 @@ import { LocalTier } from '../../src/cache/local-tier.js'
 import type { CacheStore } from '../../src/cache/store.js'
 import { RedisBus, type BusEvent } from '../../src/redis/bus.js'
 import { REDIS_OPTIONS } from '../../src/redis/client.js'
+import { RedisClock } from '../../src/redis/clock.js'
 import { RedisHealth } from '../../src/redis/health.js'
 import { OwnerLock } from '../../src/redis/owner-lock.js'
 import type { TestContext } from '../helper.js'
@@ -15,7 +16,7 @@ import { Clock, eventually, REDIS_URL } from './helper.js'
 /** One instance's view of Redis: a command client, its health and its events channel. */
 async function instance (t: TestContext, channel: string): Promise<{ redis: Redis, health: RedisHealth, events: RedisBus }> {
   const redis = new Redis(REDIS_URL, REDIS_OPTIONS)
-  const health = new RedisHealth({ client: redis })
+  const health = new RedisHealth({ client: redis, clock: new RedisClock(Date.now) })
   const events = new RedisBus({ publisher: redis, health, subscriber: redis.duplicate(), channel, onError: () => {} })
   t.teardown(async () => {
     health.close()

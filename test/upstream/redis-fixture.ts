@@ -4,6 +4,7 @@ import { Redis } from 'ioredis'
 import { CACHE_UNAVAILABLE } from '../../src/errors.js'
 import type { RedisLayer } from '../../src/plugins/redis.js'
 import { RedisBus } from '../../src/redis/bus.js'
+import { RedisClock } from '../../src/redis/clock.js'
 import { RedisHealth } from '../../src/redis/health.js'
 import { OwnerLock } from '../../src/redis/owner-lock.js'
 import type { TestContext } from '../helper.js'
@@ -47,7 +48,8 @@ export function fakeHealth (up = true): Pick<RedisHealth, 'run'> & { up: boolean
  * subscribed; or, on a dead Redis, one that never comes up. Closed with the test.
  */
 export async function testLayer (t: TestContext, redis: Redis, prefix: string, lockTtlMs = 1_000): Promise<RedisLayer> {
-  const health = new RedisHealth({ client: redis })
+  const clock = new RedisClock(Date.now)
+  const health = new RedisHealth({ client: redis, clock })
   const subscriber = redis.duplicate()
   subscriber.on('error', () => {})
   const bus = new RedisBus({ publisher: redis, health, subscriber, channel: `${prefix}events`, onError: () => {} })
@@ -57,7 +59,7 @@ export async function testLayer (t: TestContext, redis: Redis, prefix: string, l
     await bus.close()
   })
   if (redis.options.port !== 1) await until(() => bus.ready, 'redis layer up')
-  return { client: redis, health, bus, lock }
+  return { client: redis, health, clock, bus, lock }
 }
 
 async function until (check: () => boolean, what: string): Promise<void> {
