@@ -54,12 +54,12 @@ export class LocalTier implements CacheStore {
     this.#alone = new MemoryStore({ ...options.alone, purgeMemoryMs: options.purgeMemoryMs, now: this.#now })
     options.events.listen({
       onEvent: (event) => this.#onEvent(event),
-      onLost: () => this.#copies.clear()
+      onLost: () => { this.#adoptCopies().catch(() => {}) }
     })
   }
 
   async get (key: string): Promise<CacheEntry | undefined> {
-    if (!this.#sharing()) return await this.#getAlone(key)
+    if (!this.#sharing()) return await this.#alone.get(key)
     const local = this.#copies.get(key, this.#now())
     if (local !== undefined) return local
     let reading = this.#reading.get(key)
@@ -129,13 +129,14 @@ export class LocalTier implements CacheStore {
     this.#alone.clear()
   }
 
-  /** While alone, a copy of a shared entry is taken over for its whole life rather than loaded again. */
-  async #getAlone (key: string): Promise<CacheEntry | undefined> {
-    const entry = await this.#alone.get(key)
-    if (entry !== undefined) return entry
-    const copy = this.#copies.get(key, this.#now())
-    if (copy !== undefined) await this.#alone.set(key, copy)
-    return copy
+  /**
+   * Events may be missed from now on, so the copies stop being copies: they are kept alone, for their
+   * whole life, rather than loaded again (a purge elsewhere could not reach this instance anyway).
+   */
+  async #adoptCopies (): Promise<void> {
+    const copies = [...this.#copies.entries()]
+    this.#copies.clear()
+    for (const [key, copy] of copies) await this.#alone.set(key, copy)
   }
 
   async #readShared (key: string): Promise<CacheEntry | undefined> {

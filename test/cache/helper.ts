@@ -136,6 +136,15 @@ export class RedisServer {
     }
   }
 
+  /** SIGSTOP: a hang (connections stay open, nothing answers) until `resume`. */
+  pause (): void {
+    this.#process?.kill('SIGSTOP')
+  }
+
+  resume (): void {
+    this.#process?.kill('SIGCONT')
+  }
+
   /** SIGKILL: an outage, not a shutdown. */
   async stop (): Promise<void> {
     const child = this.#process

@@ -145,7 +145,9 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
 
   await a.events.close()
   const before = sharedReads
-  t.equal(await tier.get('k'), undefined, 'the copies are dropped with the channel')
+  t.equal((await tier.get('k'))?.body, '"v2"', 'without the channel, the copy is kept for its whole life')
+  clock.advance(60)
+  t.equal((await tier.get('k'))?.body, '"v2"', 'past the few seconds of a copy')
   const v3 = createEntry(200, '"v3"', clock.now(), { freshMs: 300_000, staleMs: 0 })
   await tier.set('k', v3)
   t.same(await tier.get('k'), v3, 'without the channel, the tier is the cache on its own')
