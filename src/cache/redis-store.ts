@@ -20,7 +20,8 @@ export interface RedisStoreOptions {
 /**
  * Stores a fill unless a newer one is there already (instances may finish loads out of order), as
  * stale if a purge (KEYS[2]) came after the load started, and lets Redis expire it when it can no
- * longer be served. KEYS[1]: the entry; ARGV: status, body, etag, storedAt, load start, freshUntil,
+ * longer be served. A stale mark is "fresh until it was stored": stale for every instance, whatever
+ * its clock. KEYS[1]: the entry; ARGV: status, body, etag, storedAt, load start, freshUntil,
  * staleUntil (Redis's clock), ttl in ms. Answers the stored freshUntil, or false when not stored.
  */
 const SET_IF_NEWER = `
@@ -28,22 +29,22 @@ local previous = redis.call('HGET', KEYS[1], 't')
 if previous and tonumber(previous) > tonumber(ARGV[4]) then return false end
 local freshUntil = ARGV[6]
 local purged = redis.call('GET', KEYS[2])
-if purged and tonumber(purged) > tonumber(ARGV[5]) and tonumber(purged) < tonumber(freshUntil) then freshUntil = purged end
+if purged and tonumber(purged) > tonumber(ARGV[5]) then freshUntil = ARGV[4] end
 redis.call('HSET', KEYS[1], 's', ARGV[1], 'b', ARGV[2], 'e', ARGV[3], 't', ARGV[4], 'f', freshUntil, 'u', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[8])
 return freshUntil`
 
 /**
- * Purge: fresh entries become stale as of ARGV[1], and the purge is remembered (for ARGV[2] ms) so
- * that a load already under way stores its result as stale. KEYS: entry, purge mark, entry, purge
+ * Purge: the entries become stale (fresh until they were stored), and the purge time ARGV[1] is
+ * remembered (for ARGV[2] ms) so that a load already under way stores its result as stale. KEYS: entry, purge mark, entry, purge
  * mark... Answers how many entries exist.
  */
 const MARK_STALE = `
 local found = 0
 for i = 1, #KEYS, 2 do
-  local fresh = redis.call('HGET', KEYS[i], 'f')
-  if fresh then
-    if tonumber(fresh) > tonumber(ARGV[1]) then redis.call('HSET', KEYS[i], 'f', ARGV[1]) end
+  local storedAt = redis.call('HGET', KEYS[i], 't')
+  if storedAt then
+    redis.call('HSET', KEYS[i], 'f', storedAt)
     found = found + 1
   end
   redis.call('SET', KEYS[i + 1], ARGV[1], 'PX', ARGV[2])
