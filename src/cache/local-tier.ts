@@ -70,7 +70,13 @@ export class LocalTier implements CacheStore {
       const done = (): void => { if (this.#reading.get(key) === read) this.#reading.delete(key) }
       read.then(done, done)
     }
-    return await reading
+    try {
+      return await reading
+    } catch (error) {
+      // Redis failed meanwhile (and is now marked down): what a load filled here since then still counts.
+      if (this.#sharing()) throw error
+      return await this.#alone.get(key)
+    }
   }
 
   /** A read of its own, past the copies and the shared reads, which may predate a lock or an event. */

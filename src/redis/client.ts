@@ -11,7 +11,8 @@ export type RedisClient = Redis | Cluster
 export const REDIS_OPTIONS = {
   connectTimeout: 1_000,
   commandTimeout: 500,
-  maxRetriesPerRequest: 1,
+  // A command whose connection drops fails at once: the caller goes local rather than wait for a reconnection.
+  maxRetriesPerRequest: 0,
   enableOfflineQueue: false,
   enableAutoPipelining: true,
   retryStrategy: (attempt: number) => Math.min(attempt * 200, 2_000)

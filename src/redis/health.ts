@@ -17,6 +17,8 @@ export interface RedisHealthOptions {
   downProbeMs?: number
   /** How often it pings while Redis is up: a hang is noticed even with no traffic. */
   upProbeMs?: number
+  /** How long a caller waits for a command at most (whatever the client's own queues hold it back). */
+  commandTimeoutMs?: number
   /** Reported on every change (metrics, logs). */
   onChange?: (up: boolean, cause?: unknown) => void
 }
@@ -33,6 +35,7 @@ export class RedisHealth {
   readonly #client: ProbedClient
   readonly #clock: RedisClock
   readonly #upProbeEvery: number
+  readonly #commandTimeoutMs: number
   readonly #onChange: NonNullable<RedisHealthOptions['onChange']>
   readonly #listeners = new Set<HealthListener>()
   readonly #timer: NodeJS.Timeout
@@ -40,10 +43,11 @@ export class RedisHealth {
   #probing = false
   #ticks = 0
 
-  constructor ({ client, clock, downProbeMs = 250, upProbeMs = 1_000, onChange = () => {} }: RedisHealthOptions) {
+  constructor ({ client, clock, downProbeMs = 250, upProbeMs = 1_000, commandTimeoutMs = 500, onChange = () => {} }: RedisHealthOptions) {
     this.#client = client
     this.#clock = clock
     this.#upProbeEvery = Math.max(1, Math.round(upProbeMs / downProbeMs))
+    this.#commandTimeoutMs = commandTimeoutMs
     this.#onChange = onChange
     client.on('ready', () => { this.#probe() })
     client.on('close', () => { this.#down(new Error('connection closed')) })
@@ -61,11 +65,18 @@ export class RedisHealth {
   /** Runs a command unless Redis is down; every failure rejects with CACHE_UNAVAILABLE. */
   async run<T> (command: () => Promise<T>): Promise<T> {
     if (!this.up) throw new CACHE_UNAVAILABLE('redis is down')
+    let timer: NodeJS.Timeout | undefined
+    // The client's own timeout does not cover a command held in an auto-pipeline behind a hung socket.
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => { reject(new Error('Command timed out')) }, this.#commandTimeoutMs)
+    })
     try {
-      return await command()
+      return await Promise.race([command(), timeout])
     } catch (error) {
       if (!isReply(error)) this.#down(error)
       throw new CACHE_UNAVAILABLE('a redis command failed', { cause: error })
+    } finally {
+      clearTimeout(timer)
     }
   }
 
