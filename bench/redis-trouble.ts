@@ -20,7 +20,7 @@ const BEFORE_MS = 1_000
 const AFTER_MS = 2_000
 const READY_TIMEOUT_MS = 10_000
 
-interface Sample { startedAt: number, ms: number, status: number, xCache?: string | undefined }
+interface Sample { startedAt: number, ms: number, status: number }
 
 /**
  * Redis trouble under load, on a redis-server of the phase's own (the shared one is never paused):
@@ -57,7 +57,6 @@ export async function redisTrouble (
     await sleep(seconds * 1000)
     const outageSamples = await outage.stop()
     const atReturn = await simulatorCounts(simulator.url)
-    if (process.env.H10_DEBUG === '1') console.log(JSON.stringify(outageSamples.map((s) => [Math.round(s.startedAt), s.xCache, Math.round(s.ms)]).filter((x) => x[1] !== 'HIT')), JSON.stringify(hot.map((path) => (atReturn.calls[`profile:${path.slice(9)}`] ?? 0) - (before.calls[`profile:${path.slice(9)}`] ?? 0))))
     await redis.restart()
     const back = drive(pool, () => hot[next++ % USERNAMES] as string)
     await sleep(AFTER_MS)
@@ -99,8 +98,8 @@ function drive (pool: Pool, pathFor: () => string): { stop: () => Promise<Sample
   const worker = async (): Promise<void> => {
     while (state.running) {
       const startedAt = performance.now()
-      const { status, ms, xCache } = await timedGet(pool, pathFor())
-      samples.push({ startedAt, ms, status, xCache })
+      const { status, ms } = await timedGet(pool, pathFor())
+      samples.push({ startedAt, ms, status })
     }
   }
   const workers = Array.from({ length: CONCURRENCY }, worker)
