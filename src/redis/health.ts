@@ -65,22 +65,28 @@ export class RedisHealth {
   /** Runs a command unless Redis is down; every failure rejects with CACHE_UNAVAILABLE. */
   async run<T> (command: () => Promise<T>): Promise<T> {
     if (!this.up) throw new CACHE_UNAVAILABLE('redis is down')
+    try {
+      return await this.#bounded(command())
+    } catch (error) {
+      if (!isReply(error)) this.#down(error)
+      throw new CACHE_UNAVAILABLE('a redis command failed', { cause: error })
+    }
+  }
+
+  /** Stops probing; from now on nothing is sent. */
+  /** The client's own timeout does not cover a command held in an auto-pipeline behind a hung socket. */
+  async #bounded<T> (command: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
-    // The client's own timeout does not cover a command held in an auto-pipeline behind a hung socket.
     const timeout = new Promise<never>((_resolve, reject) => {
       timer = setTimeout(() => { reject(new Error('Command timed out')) }, this.#commandTimeoutMs)
     })
     try {
-      return await Promise.race([command(), timeout])
-    } catch (error) {
-      if (!isReply(error)) this.#down(error)
-      throw new CACHE_UNAVAILABLE('a redis command failed', { cause: error })
+      return await Promise.race([command, timeout])
     } finally {
       clearTimeout(timer)
     }
   }
 
-  /** Stops probing; from now on nothing is sent. */
   close (): void {
     clearInterval(this.#timer)
     this.#up = false
@@ -104,12 +110,12 @@ export class RedisHealth {
   /** While up, a PING; coming up, a TIME, which also sets the clock before anyone converts a time with it. */
   async #probeCommand (): Promise<void> {
     if (this.#up) {
-      await this.#client.ping()
+      await this.#bounded(this.#client.ping())
       return
     }
     const now = this.#clock.localNow
     const sentAt = now()
-    const time = await this.#client.time()
+    const time = await this.#bounded(this.#client.time())
     this.#clock.sync([String(time[0]), String(time[1])], sentAt, now())
   }
 
