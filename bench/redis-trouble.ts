@@ -48,7 +48,8 @@ export async function redisTrouble (
     redis.signal('SIGCONT')
     await sleep(AFTER_MS)
     const hangSamples = await hang.stop()
-    const during = hangSamples.filter((sample) => sample.startedAt >= pausedAt && sample.startedAt < resumedAt)
+    // In flight at any moment of the hang: the first detection is paid by requests already under way.
+    const during = hangSamples.filter((sample) => sample.startedAt + sample.ms >= pausedAt && sample.startedAt < resumedAt)
     const after = hangSamples.filter((sample) => sample.startedAt >= resumedAt)
 
     const before = await simulatorCounts(simulator.url)

@@ -84,7 +84,7 @@ export interface BenchResults {
   redisTrouble: {
     seconds: number
     usernames: number
-    /** Requests that started during the hang; `afterMaxMs`: the slowest that started after SIGCONT. */
+    /** Requests in flight at some moment of the hang; `afterMaxMs`: the slowest that started after SIGCONT. */
     hang: { requests: number, errors: number, p50Ms: number, p99Ms: number, maxMs: number, afterMaxMs: number }
     /** Requests during the outage; upstream calls per (warmed) username meanwhile, and in the 2 s after the restart. */
     outage: { requests: number, errors: number, maxCallsPerUsername: number, callsAfterReturn: number }
@@ -232,8 +232,8 @@ export function renderReport (results: BenchResults): string {
     '',
     '| measure | value |',
     '|---|---:|',
-    `| hung (SIGSTOP) ${trouble.seconds} s under load, 1 request in 10 for a new username: requests / errors | ${count(trouble.hang.requests)} / ${trouble.hang.errors} |`,
-    `| their latency, p50 / p99 / max | ${ms(trouble.hang.p50Ms)} / ${ms(trouble.hang.p99Ms)} / ${ms(trouble.hang.maxMs)} |`,
+    `| hung (SIGSTOP) ${trouble.seconds} s under load, 1 request in 10 for a new username: requests in flight / errors | ${count(trouble.hang.requests)} / ${trouble.hang.errors} |`,
+    `| latency of the requests in flight during the hang, p50 / p99 / max | ${ms(trouble.hang.p50Ms)} / ${ms(trouble.hang.p99Ms)} / ${ms(trouble.hang.maxMs)} |`,
     `| slowest request after SIGCONT | ${ms(trouble.hang.afterMaxMs)} |`,
     `| killed (SIGKILL) ${trouble.seconds} s under load: requests / errors | ${count(trouble.outage.requests)} / ${trouble.outage.errors} |`,
     `| upstream calls per warmed username during the outage, at most | ${trouble.outage.maxCallsPerUsername} |`,

@@ -41,6 +41,7 @@ export class RedisHealth {
   readonly #timer: NodeJS.Timeout
   #up = false
   #probing = false
+  #closed = false
   #ticks = 0
 
   constructor ({ client, clock, downProbeMs = 250, upProbeMs = 1_000, commandTimeoutMs = 500, onChange = () => {} }: RedisHealthOptions) {
@@ -73,7 +74,6 @@ export class RedisHealth {
     }
   }
 
-  /** Stops probing; from now on nothing is sent. */
   /** The client's own timeout does not cover a command held in an auto-pipeline behind a hung socket. */
   async #bounded<T> (command: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
@@ -87,8 +87,10 @@ export class RedisHealth {
     }
   }
 
+  /** Stops probing; from now on nothing is sent. */
   close (): void {
     clearInterval(this.#timer)
+    this.#closed = true
     this.#up = false
   }
 
@@ -126,7 +128,7 @@ export class RedisHealth {
   }
 
   #set (up: boolean, cause?: unknown): void {
-    if (up === this.#up) return
+    if (up === this.#up || this.#closed) return
     this.#up = up
     this.#onChange(up, cause)
     for (const listener of this.#listeners) listener(up)
