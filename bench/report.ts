@@ -9,7 +9,11 @@ export const GOALS = {
   shelterUpstreamCalls: 1,
   shelterMedianSlackMs: 10,
   zipfTokenExchanges: 1,
-  maxRssBytes: 200 * 1024 * 1024
+  maxRssBytes: 200 * 1024 * 1024,
+  // Issue 10: Redis hung or gone.
+  troubleMedianMs: 100,
+  troubleAfterMaxMs: 1_000,
+  outageCallsPerUsername: 1
 } as const
 
 /** One target's rounds, and their medians: the figures the table shows. */
@@ -83,6 +87,15 @@ export interface BenchResults {
     singles: { requests: number, p50Ms: number, p99Ms: number, bodyBytes: number }
     batch: { requests: number, p50Ms: number, p99Ms: number, bodyBytes: number, brotliBytes: number }
   }
+  /** One instance on a Redis of its own: hung (SIGSTOP) for `seconds` under load, then killed for `seconds`. */
+  redisTrouble: {
+    seconds: number
+    usernames: number
+    /** Requests in flight at some moment of the hang; `afterMaxMs`: the slowest that started after SIGCONT. */
+    hang: { requests: number, errors: number, p50Ms: number, p99Ms: number, maxMs: number, afterMaxMs: number }
+    /** Requests during the outage; upstream calls per (warmed) username meanwhile, and in the 2 s after the restart. */
+    outage: { requests: number, errors: number, maxCallsPerUsername: number, callsAfterReturn: number }
+  }
 }
 
 export interface Verdict {
@@ -153,8 +166,32 @@ export function verdicts (results: BenchResults): Verdict[] {
   ]
 }
 
+/** Issue 10's targets: Redis hung or gone costs callers nothing beyond the first detection, and the upstream nothing. */
+export function redisTroubleVerdicts ({ redisTrouble: { seconds, hang, outage } }: BenchResults): Verdict[] {
+  return [
+    {
+      target: `Redis hung ${seconds} s under load: errors, median latency`,
+      goal: `0, < ${ms(GOALS.troubleMedianMs)}`,
+      measured: `${hang.errors}, ${ms(hang.p50Ms)} (p99 ${ms(hang.p99Ms)}, max ${ms(hang.maxMs)})`,
+      pass: hang.errors === 0 && hang.p50Ms < GOALS.troubleMedianMs
+    },
+    {
+      target: 'Redis hung: slowest request after SIGCONT',
+      goal: `< ${ms(GOALS.troubleAfterMaxMs)}`,
+      measured: ms(hang.afterMaxMs),
+      pass: hang.afterMaxMs < GOALS.troubleAfterMaxMs
+    },
+    {
+      target: `Redis gone ${seconds} s: errors, upstream calls per warmed username`,
+      goal: `0, <= ${GOALS.outageCallsPerUsername}`,
+      measured: `${outage.errors}, ${outage.maxCallsPerUsername} at most (${count(outage.callsAfterReturn)} calls in the 2 s after the restart)`,
+      pass: outage.errors === 0 && outage.maxCallsPerUsername <= GOALS.outageCallsPerUsername
+    }
+  ]
+}
+
 export function renderReport (results: BenchResults): string {
-  const { machine, settings, hit, shelter, zipf, memory, batch } = results
+  const { machine, settings, hit, shelter, zipf, memory, batch, redisTrouble: trouble } = results
   const targets = [hit.bare, hit.redis, hit.memory]
   const lines = [
     '# Benchmark: latest run',
@@ -208,11 +245,22 @@ export function renderReport (results: BenchResults): string {
       ` | ${count(batch.batch.bodyBytes)} (brotli: ${count(batch.batch.brotliBytes)}) |`,
     `| batch vs singles, p50 | | ${times(batch.batch.p50Ms / batch.singles.p50Ms)} | | |`,
     '',
-    '## Targets (issue 6)',
+    `## Redis trouble (one instance, its own redis-server, ${count(trouble.usernames)} warmed usernames)`,
+    '',
+    '| measure | value |',
+    '|---|---:|',
+    `| hung (SIGSTOP) ${trouble.seconds} s under load, 1 request in 10 for a new username: requests in flight / errors | ${count(trouble.hang.requests)} / ${trouble.hang.errors} |`,
+    `| latency of the requests in flight during the hang, p50 / p99 / max | ${ms(trouble.hang.p50Ms)} / ${ms(trouble.hang.p99Ms)} / ${ms(trouble.hang.maxMs)} |`,
+    `| slowest request after SIGCONT | ${ms(trouble.hang.afterMaxMs)} |`,
+    `| killed (SIGKILL) ${trouble.seconds} s under load: requests / errors | ${count(trouble.outage.requests)} / ${trouble.outage.errors} |`,
+    `| upstream calls per warmed username during the outage, at most | ${trouble.outage.maxCallsPerUsername} |`,
+    `| upstream calls in the 2 s after the restart | ${count(trouble.outage.callsAfterReturn)} |`,
+    '',
+    '## Targets (issues 6 and 10)',
     '',
     '| target | goal | measured | result |',
     '|---|---|---|---|',
-    ...verdicts(results).map((verdict) =>
+    ...[...verdicts(results), ...redisTroubleVerdicts(results)].map((verdict) =>
       `| ${verdict.target} | ${verdict.goal} | ${verdict.measured} | ${verdict.pass === undefined ? 'n/a' : verdict.pass ? 'PASS' : 'MISS'} |`),
     ''
   ]

@@ -8,6 +8,7 @@ import { buildService } from './build.js'
 import { runRound, stopRunningLoad, type RoundResult } from './load.js'
 import { batchVsSingles, shelter, shelterFloor, warm, zipfMix } from './phases.js'
 import { ProcessGroup } from './processes.js'
+import { redisTrouble } from './redis-trouble.js'
 import { deleteKeysUnder, assertRedisReachable } from './redis-keys.js'
 import { integerSetting } from './settings.js'
 import { renderReport, summarize, type BenchResults, type TargetSummary } from './report.js'
@@ -28,11 +29,12 @@ const settings = {
   warmedUsernames: 100,
   warmUpSeconds: 2,
   shelterRequests: 1_000,
+  redisTroubleSeconds: 5,
   zipf: { requests: 20_000, usernames: 10_000, exponent: 1.1, concurrency: 64 },
   listPage: { usernames: 50, pageViews: 100 }
 }
 /** Start-up, shelter and Zipf take well under three minutes on a busy 2-core machine; the rounds are counted. */
-const DEADLINE_MS = 180_000 + 1_500 * settings.roundSeconds * 3 * (settings.rounds + 1)
+const DEADLINE_MS = 180_000 + 1_500 * 2 * (settings.redisTroubleSeconds + 3) + 1_500 * settings.roundSeconds * 3 * (settings.rounds + 1)
 
 const runId = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`
 const keyPrefix = `pbff-bench:${runId}:`
@@ -106,6 +108,9 @@ async function bench (): Promise<BenchResults> {
       log(`round ${round}/${settings.rounds} ${target.label}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms.toFixed(2)} ms`)
     }
   }
+  log(`Redis trouble: ${settings.redisTroubleSeconds} s hung, then ${settings.redisTroubleSeconds} s gone, under load, on a redis-server of its own`)
+  const troubleResult = await redisTrouble({ group, simulator, logLevel: settings.logLevel, seconds: settings.redisTroubleSeconds })
+
   const summary = (target: { label: string }): TargetSummary => summarize(target.label, rounds.get(target.label) ?? [])
   const { upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames } = settings
   return {
@@ -115,7 +120,8 @@ async function bench (): Promise<BenchResults> {
     shelter: { ...shelterResult, ...floor },
     zipf: zipfResult,
     memory: { serviceRssBytes },
-    batch
+    batch,
+    redisTrouble: troubleResult
   }
 }
 

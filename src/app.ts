@@ -74,7 +74,7 @@ export async function buildApp ({
   await app.register(telemetry)
   await app.register(requestIdHeader)
   await app.register(gracefulClose)
-  await app.register(redis)
+  await app.register(redis, { now })
   await app.register(upstream, { now })
   await app.register(cache, { now })
   // Protection and docs before the routes: their onRoute hooks see only routes registered after them.

@@ -146,7 +146,7 @@ export class PrometheusTelemetry implements Telemetry {
     })
     this.#redisUp = new Gauge({
       name: `${PREFIX}redis_up`,
-      help: '1 while the Redis client is connected, 0 while it is not; no sample without REDIS_URL',
+      help: '1 while Redis answers, 0 while it is down or hung (the in-process cache serves then); no sample without REDIS_URL',
       registers,
       collect: () => {
         // An unlabelled gauge would otherwise report 0 for a service that has no Redis at all.
@@ -189,8 +189,8 @@ export class PrometheusTelemetry implements Telemetry {
     for (const each of BREAKER_STATES) this.#breakerState.labels(each).set(each === state ? 1 : 0)
   }
 
-  /** Redis's state at scrape time: up, down, or undefined when the service has no Redis. */
-  redis (up: boolean | undefined): void {
+  /** Redis's health, as the Redis layer reports it (never called without REDIS_URL: no sample then). */
+  redis (up: boolean): void {
     this.#redisState = up
   }
 

@@ -1,10 +1,9 @@
-import type { RedisCommander } from 'ioredis'
-
-/** The commands used: a single Redis and a Cluster both have them (each touches one key). */
-export type CountsRedis = Pick<RedisCommander, 'incrby' | 'pexpire'> & { status: string }
+import type { RedisCommands } from './redis/commands.js'
+import type { RedisHealth } from './redis/health.js'
 
 export interface SharedRateCountsOptions {
-  redis: CountsRedis
+  redis: Pick<RedisCommands, 'incrby' | 'pexpire'>
+  health: Pick<RedisHealth, 'up' | 'run'>
   /** Prepended to every counter's key: `<prefix><client>:<window>`. */
   keyPrefix: string
   /** How often the counts taken here are added to Redis, and the deployment's read back. */
@@ -22,8 +21,6 @@ interface Client { shared: number, pending: number }
 /** A counter outlives its window by this much, so an instance whose clock is a little behind still finds it. */
 const EXPIRY_SLACK_MS = 5_000
 
-const REDIS_DOWN = new Error('redis is not connected: the rate limit is not applied')
-
 /**
  * A @fastify/rate-limit store whose counts every instance shares through Redis without a Redis
  * command per request. Windows are fixed and aligned to the clock, so every instance counts into the
@@ -33,11 +30,12 @@ const REDIS_DOWN = new Error('redis is not connected: the rate limit is not appl
  * client sending more than one request per sync interval to an instance costs one Redis command per
  * interval instead of per request, and each instance may let it through, beyond its budget, at most
  * what it sent the other instances during about one sync interval (100 ms, plus a round trip).
- * While Redis is not connected every request is answered with an error, which the plugin's
- * `skipOnError` lets through: a Redis outage never refuses a caller.
+ * While Redis is down the counts are this instance's alone (the budget applies per instance, never
+ * waiting on Redis), and they are added to Redis with the first sync after it is back.
  */
 export class SharedRateCounts {
-  readonly #redis: CountsRedis
+  readonly #redis: SharedRateCountsOptions['redis']
+  readonly #health: SharedRateCountsOptions['health']
   readonly #keyPrefix: string
   readonly #now: () => number
   readonly #onError: (error: unknown) => void
@@ -49,6 +47,7 @@ export class SharedRateCounts {
 
   constructor (options: SharedRateCountsOptions) {
     this.#redis = options.redis
+    this.#health = options.health
     this.#keyPrefix = options.keyPrefix
     this.#now = options.now ?? Date.now
     this.#onError = options.onError
@@ -56,7 +55,6 @@ export class SharedRateCounts {
   }
 
   incr (client: string, answer: Answer, windowMs: number): void {
-    if (this.#redis.status !== 'ready') return answer(REDIS_DOWN)
     const now = this.#now()
     const window = Math.floor(now / windowMs)
     const ttl = (window + 1) * windowMs - now
@@ -70,6 +68,10 @@ export class SharedRateCounts {
     if (known !== undefined) {
       known.pending++
       return answer(null, { current: known.shared + known.pending, ttl })
+    }
+    if (!this.#health.up) {
+      this.#clients.set(client, { shared: 0, pending: 1 })
+      return answer(null, { current: 1, ttl })
     }
     this.#add(client, 1).then((current) => {
       const counted = this.#clients.get(client)
@@ -86,7 +88,7 @@ export class SharedRateCounts {
    * request reads Redis again.
    */
   async sync (): Promise<void> {
-    if (this.#redis.status !== 'ready') return
+    if (!this.#health.up) return
     const clients = this.#clients
     for (const [client, counted] of clients) if (counted.pending === 0) clients.delete(client)
     await Promise.all([...clients].map(async ([client, counted]) => {
@@ -117,10 +119,10 @@ export class SharedRateCounts {
     const key = `${this.#keyPrefix}${client}:${this.#window}`
     const windowLeftMs = (this.#window + 1) * this.#windowMs - this.#now()
     // Sent together (auto-pipelined): one round trip. Relative, so Redis's clock does not matter.
-    const [current] = await Promise.all([
+    const [current] = await this.#health.run(async () => await Promise.all([
       this.#redis.incrby(key, count),
       this.#redis.pexpire(key, windowLeftMs + EXPIRY_SLACK_MS)
-    ])
+    ]))
     return current
   }
 }

@@ -23,6 +23,8 @@ export interface Telemetry {
   /** Whether the upstream's back-off window (429 Retry-After) is in force. */
   backoff: (active: boolean) => void
   breaker: (state: BreakerState) => void
+  /** Whether Redis answers (see RedisHealth). */
+  redis: (up: boolean) => void
 }
 
 const ignore = (): void => {}
@@ -33,5 +35,6 @@ export const noTelemetry: Telemetry = {
   cacheResult: ignore,
   coalescedWaiter: ignore,
   backoff: ignore,
-  breaker: ignore
+  breaker: ignore,
+  redis: ignore
 }

@@ -71,6 +71,11 @@ export class BoundedMap<V> {
     this.#bytes -= slot.size
   }
 
+  /** The values held (some may have passed their `expiresAt`), least recently used first. */
+  * entries (): IterableIterator<[string, V]> {
+    for (const [key, slot] of this.#slots) yield [key, slot.value]
+  }
+
   clear (): void {
     this.#slots.clear()
     this.#bytes = 0

@@ -16,9 +16,9 @@ export function cacheKey (prefix: string, kind: EntryKind, username: string): st
   return `${prefix}${SCHEMA_VERSION}:{${encodeURIComponent(username)}}:${kind}`
 }
 
-/** The lock of one entry's load: same hash tag, so the same shard as the entry. */
-export function lockKey (key: string): string {
-  return `${key}:lock`
+/** Remembers a purge for loads that started before it: same hash tag, so the same shard as the entry. */
+export function purgedKey (key: string): string {
+  return `${key}:purged`
 }
 
 /** The pub/sub channel on which the instances of one deployment tell each other about entries. */

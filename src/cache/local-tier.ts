@@ -1,29 +1,41 @@
 import { entrySize, isFresh, type CacheEntry } from './cache-entry.js'
 import { BoundedMap } from './bounded-map.js'
-import type { CacheEvent, RedisEvents } from './redis-events.js'
+import { MemoryStore } from './memory-store.js'
+import type { BusEvent, RedisBus } from '../redis/bus.js'
 import type { CacheStore } from './store.js'
 
 export interface LocalTierOptions {
   /** The shared store behind this tier. */
   shared: CacheStore
-  events: Pick<RedisEvents, 'ready' | 'listen'>
-  /** How long an entry is held here at most (it also leaves when it stops being fresh). */
+  /** `ready`: Redis is up and its events reach this instance, so the shared store may be used. */
+  events: Pick<RedisBus, 'ready' | 'listen'>
+  /** How long a copy of a shared entry is held here at most (it also leaves when it stops being fresh). */
   ttlMs: number
   maxEntries: number
   maxBytes: number
+  /** While Redis is away: how many entries, and bytes, this instance keeps on its own. */
+  alone: { maxEntries: number, maxBytes: number }
+  purgeMemoryMs: number
   now?: () => number
 }
 
+/** Entries handed to Redis at once when it is back. */
+const REJOIN_BATCH = 100
+
 /**
- * A small, short-lived copy of fresh shared entries in this process, so that a hit costs no Redis round
- * trip. It stays coherent through the events channel: another instance's fill or purge of a key drops
- * the copy here. While the channel is down it is neither read nor filled (an event could be missed),
- * and it starts empty when the channel comes back.
+ * The in-process side of the shared cache. While Redis is up it holds small, short-lived copies of
+ * fresh shared entries, so that a hit costs no Redis round trip; they stay coherent through the bus:
+ * another instance's fill or purge of a key drops the copy here. While Redis is down or its events
+ * are lost it is the cache: a store of its own serves and fills entries for their whole life, so the
+ * upstream stays sheltered. When Redis is back, what was filled alone is handed to Redis (set-if-newer)
+ * before reads go there again, so that no hot key turns into an upstream call.
  */
 export class LocalTier implements CacheStore {
   readonly #options: LocalTierOptions
-  readonly #entries: BoundedMap<CacheEntry>
+  readonly #copies: BoundedMap<CacheEntry>
+  readonly #alone: MemoryStore
   readonly #now: () => number
+  #rejoining: Promise<void> | undefined
   /**
    * Counts the other instances' fills and purges: a shared read or write that overlapped one may hold
    * what the event just replaced, so it is not copied here.
@@ -37,17 +49,18 @@ export class LocalTier implements CacheStore {
 
   constructor (options: LocalTierOptions) {
     this.#options = options
-    this.#entries = new BoundedMap({ maxEntries: options.maxEntries, maxBytes: options.maxBytes, sizeOf: entrySize })
+    this.#copies = new BoundedMap({ maxEntries: options.maxEntries, maxBytes: options.maxBytes, sizeOf: entrySize })
     this.#now = options.now ?? Date.now
+    this.#alone = new MemoryStore({ ...options.alone, purgeMemoryMs: options.purgeMemoryMs, now: this.#now })
     options.events.listen({
       onEvent: (event) => this.#onEvent(event),
-      onLost: () => this.#entries.clear()
+      onLost: () => { this.#adoptCopies().catch(() => {}) }
     })
   }
 
   async get (key: string): Promise<CacheEntry | undefined> {
-    if (!this.#options.events.ready) return await this.#options.shared.get(key)
-    const local = this.#entries.get(key, this.#now())
+    if (!this.#sharing()) return await this.#alone.get(key)
+    const local = this.#copies.get(key, this.#now())
     if (local !== undefined) return local
     let reading = this.#reading.get(key)
     if (reading === undefined) {
@@ -57,31 +70,79 @@ export class LocalTier implements CacheStore {
       const done = (): void => { if (this.#reading.get(key) === read) this.#reading.delete(key) }
       read.then(done, done)
     }
-    return await reading
+    try {
+      return await reading
+    } catch (error) {
+      // Redis failed meanwhile (and is now marked down): what a load filled here since then still counts.
+      if (this.#sharing()) throw error
+      return await this.#alone.get(key)
+    }
   }
 
   /** A read of its own, past the copies and the shared reads, which may predate a lock or an event. */
   async getLatest (key: string): Promise<CacheEntry | undefined> {
-    return this.#options.events.ready ? await this.#readShared(key) : await this.#options.shared.get(key)
+    return this.#sharing() ? await this.#readShared(key) : await this.#alone.get(key)
   }
 
-  async set (key: string, entry: CacheEntry): Promise<boolean> {
+  async set (key: string, entry: CacheEntry, loadStartedAt?: number): Promise<CacheEntry | undefined> {
+    if (!this.#sharing()) return await this.#alone.set(key, entry, loadStartedAt)
     const generation = this.#generation
-    const stored = await this.#options.shared.set(key, entry)
+    let stored: CacheEntry | undefined
+    try {
+      stored = await this.#options.shared.set(key, entry, loadStartedAt)
+    } catch {
+      // Redis failed meanwhile (and is now marked down): the load still shelters the upstream from here.
+      return await this.#alone.set(key, entry, loadStartedAt)
+    }
     // A read that started before this write may answer what it replaced.
     this.#reading.delete(key)
-    if (stored) this.#keep(key, entry, generation)
+    if (stored !== undefined) this.#keep(key, stored, generation)
     return stored
   }
 
+  /** Here at once; in Redis too, which rejects while it is down (the purge then did not reach the other instances). */
   async markStale (keys: readonly string[], now: number): Promise<number> {
     for (const key of keys) this.#forget(key)
-    return await this.#options.shared.markStale(keys, now)
+    const alone = await this.#alone.markStale(keys, now)
+    return Math.max(alone, await this.#options.shared.markStale(keys, now))
   }
 
   async close (): Promise<void> {
-    this.#entries.clear()
+    this.#copies.clear()
+    this.#alone.clear()
     await this.#options.shared.close()
+  }
+
+  /** Whether Redis serves reads now; when it is back after an outage, once the entries filled alone are handed over. */
+  #sharing (): boolean {
+    if (!this.#options.events.ready) return false
+    if (this.#alone.size === 0) return true
+    this.#rejoining ??= this.#rejoin().finally(() => { this.#rejoining = undefined })
+    return false
+  }
+
+  async #rejoin (): Promise<void> {
+    const entries = [...this.#alone.entries()]
+    try {
+      for (let i = 0; i < entries.length; i += REJOIN_BATCH) {
+        await Promise.all(entries.slice(i, i + REJOIN_BATCH).map(async ([key, entry]) => await this.#options.shared.set(key, entry)))
+      }
+    } catch {
+      // Redis failed again: this instance stays on its own, and hands over when it is back.
+      return
+    }
+    this.#copies.clear()
+    this.#alone.clear()
+  }
+
+  /**
+   * Events may be missed from now on, so the copies stop being copies: they are kept alone, for their
+   * whole life, rather than loaded again (a purge elsewhere could not reach this instance anyway).
+   */
+  async #adoptCopies (): Promise<void> {
+    const copies = [...this.#copies.entries()]
+    this.#copies.clear()
+    for (const [key, copy] of copies) await this.#alone.set(key, copy)
   }
 
   async #readShared (key: string): Promise<CacheEntry | undefined> {
@@ -93,7 +154,7 @@ export class LocalTier implements CacheStore {
 
   /** Drops the copy, and lets a read after this point start its own rather than join an older one. */
   #forget (key: string): void {
-    this.#entries.delete(key)
+    this.#copies.delete(key)
     this.#reading.delete(key)
   }
 
@@ -101,13 +162,13 @@ export class LocalTier implements CacheStore {
   #keep (key: string, entry: CacheEntry, generation: number): void {
     const now = this.#now()
     if (generation !== this.#generation || !this.#options.events.ready || !isFresh(entry, now)) return
-    this.#entries.set(key, entry, Math.min(now + this.#options.ttlMs, entry.freshUntil))
+    this.#copies.set(key, entry, Math.min(now + this.#options.ttlMs, entry.freshUntil))
   }
 
-  #onEvent (event: CacheEvent): void {
+  #onEvent (event: BusEvent): void {
     if (event.type === 'released') return
     this.#generation++
-    if (event.type === 'filled' && this.#entries.peek(event.key)?.etag === event.etag) return
+    if (event.type === 'filled' && this.#copies.peek(event.key)?.etag === event.etag) return
     this.#forget(event.key)
   }
 }

@@ -5,23 +5,32 @@ import type { CacheStore } from './store.js'
 export const DEFAULT_MAX_ENTRIES = 10_000
 /** Counted as string lengths plus a little per entry: an approximation of the heap it takes. */
 export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+/** How long a purge is remembered for the loads that started before it: longer than a load may last. */
+export const DEFAULT_PURGE_MEMORY_MS = 60_000
 
 export interface MemoryStoreOptions {
   maxEntries?: number
   maxBytes?: number
+  purgeMemoryMs?: number
   now?: () => number
 }
 
 /**
- * The embedded default, for a single instance: a bounded map in this process (least recently used
- * entries go first), each entry forgotten when it can no longer be served.
+ * The embedded default, for a single instance, and the store an instance keeps while Redis is away:
+ * a bounded map in this process (least recently used entries go first), each entry forgotten when it
+ * can no longer be served.
  */
 export class MemoryStore implements CacheStore {
   readonly #entries: BoundedMap<CacheEntry>
+  /** When each key was last purged, while a load that started before may still be running. */
+  readonly #purged: BoundedMap<number>
+  readonly #purgeMemoryMs: number
   readonly #now: () => number
 
-  constructor ({ maxEntries = DEFAULT_MAX_ENTRIES, maxBytes = DEFAULT_MAX_BYTES, now = Date.now }: MemoryStoreOptions = {}) {
+  constructor ({ maxEntries = DEFAULT_MAX_ENTRIES, maxBytes = DEFAULT_MAX_BYTES, purgeMemoryMs = DEFAULT_PURGE_MEMORY_MS, now = Date.now }: MemoryStoreOptions = {}) {
     this.#entries = new BoundedMap({ maxEntries, maxBytes, sizeOf: entrySize })
+    this.#purged = new BoundedMap({ maxEntries, maxBytes: maxEntries, sizeOf: () => 1 })
+    this.#purgeMemoryMs = purgeMemoryMs
     this.#now = now
   }
 
@@ -37,16 +46,19 @@ export class MemoryStore implements CacheStore {
     return this.#entries.get(key, this.#now())
   }
 
-  async set (key: string, entry: CacheEntry): Promise<boolean> {
+  async set (key: string, entry: CacheEntry, loadStartedAt = entry.storedAt): Promise<CacheEntry | undefined> {
     const current = this.#entries.peek(key)
-    if (current !== undefined && current.storedAt > entry.storedAt) return false
-    this.#entries.set(key, entry, entry.staleUntil)
-    return true
+    if (current !== undefined && current.storedAt > entry.storedAt) return undefined
+    const purgedAt = this.#purged.get(key, this.#now())
+    const stored = purgedAt !== undefined && purgedAt > loadStartedAt ? markedStale(entry, purgedAt) : entry
+    this.#entries.set(key, stored, stored.staleUntil)
+    return stored
   }
 
   async markStale (keys: readonly string[], now: number): Promise<number> {
     let found = 0
     for (const key of keys) {
+      this.#purged.set(key, now, now + this.#purgeMemoryMs)
       const entry = this.#entries.get(key, now)
       if (entry === undefined) continue
       this.#entries.set(key, markedStale(entry, now), entry.staleUntil)
@@ -55,7 +67,17 @@ export class MemoryStore implements CacheStore {
     return found
   }
 
-  async close (): Promise<void> {
+  /** What is held, for handing over to Redis when it is back. */
+  entries (): IterableIterator<[string, CacheEntry]> {
+    return this.#entries.entries()
+  }
+
+  clear (): void {
     this.#entries.clear()
+    this.#purged.clear()
+  }
+
+  async close (): Promise<void> {
+    this.clear()
   }
 }

@@ -1,105 +1,107 @@
-import type { RedisCommander } from 'ioredis'
-import { CACHE_UNAVAILABLE } from '../errors.js'
+import type { RedisBus } from '../redis/bus.js'
+import type { RedisClock } from '../redis/clock.js'
+import type { RedisCommands } from '../redis/commands.js'
+import type { RedisHealth } from '../redis/health.js'
 import type { CacheEntry } from './cache-entry.js'
-import type { RedisEvents } from './redis-events.js'
+import { purgedKey } from './keys.js'
 import type { CacheStore } from './store.js'
 
-/** The commands used here: a single Redis and a Cluster both have them (every script touches one slot). */
-export type StoreRedis = Pick<RedisCommander, 'hgetall' | 'eval'> & { status: string }
-
 export interface RedisStoreOptions {
-  redis: StoreRedis
+  redis: Pick<RedisCommands, 'eval' | 'hgetall'>
+  health: Pick<RedisHealth, 'run'>
+  /** Converts this instance's times to Redis's clock and back. */
+  clock: Pick<RedisClock, 'toRedis' | 'toLocal' | 'localNow'>
   /** Tells the other instances about fills and purges. */
-  events: Pick<RedisEvents, 'publish'>
-  now?: () => number
+  events: Pick<RedisBus, 'publish'>
+  /** How long a purge is remembered for the loads that started before it: longer than a load may last. */
+  purgeMemoryMs: number
 }
 
 /**
- * Stores a fill unless a newer one is there already (instances may finish loads out of order), and
- * lets Redis expire it when it can no longer be served. KEYS[1]: the entry; ARGV: status, body, etag,
- * storedAt, freshUntil, staleUntil, ttl in ms.
+ * Stores a fill unless a newer one is there already (instances may finish loads out of order), as
+ * stale if a purge (KEYS[2]) came after the load started, and lets Redis expire it when it can no
+ * longer be served. A stale mark is "fresh until it was stored": stale for every instance, whatever
+ * its clock. KEYS[1]: the entry; ARGV: status, body, etag, storedAt, load start, freshUntil,
+ * staleUntil (Redis's clock), ttl in ms. Answers the stored freshUntil, or false when not stored.
  */
 const SET_IF_NEWER = `
-local stored = redis.call('HGET', KEYS[1], 't')
-if stored and tonumber(stored) > tonumber(ARGV[4]) then return 0 end
-redis.call('HSET', KEYS[1], 's', ARGV[1], 'b', ARGV[2], 'e', ARGV[3], 't', ARGV[4], 'f', ARGV[5], 'u', ARGV[6])
-redis.call('PEXPIRE', KEYS[1], ARGV[7])
-return 1`
+local previous = redis.call('HGET', KEYS[1], 't')
+if previous and tonumber(previous) > tonumber(ARGV[4]) then return false end
+local freshUntil = ARGV[6]
+local purged = redis.call('GET', KEYS[2])
+if purged and tonumber(purged) > tonumber(ARGV[5]) then freshUntil = ARGV[4] end
+redis.call('HSET', KEYS[1], 's', ARGV[1], 'b', ARGV[2], 'e', ARGV[3], 't', ARGV[4], 'f', freshUntil, 'u', ARGV[7])
+redis.call('PEXPIRE', KEYS[1], ARGV[8])
+return freshUntil`
 
-/** Purge: fresh entries become stale as of ARGV[1]; answers how many of KEYS exist. */
+/**
+ * Purge: the entries become stale (fresh until they were stored), and the purge time ARGV[1] is
+ * remembered (for ARGV[2] ms) so that a load already under way stores its result as stale. KEYS: entry, purge mark, entry, purge
+ * mark... Answers how many entries exist.
+ */
 const MARK_STALE = `
 local found = 0
-for _, key in ipairs(KEYS) do
-  local fresh = redis.call('HGET', key, 'f')
-  if fresh then
-    if tonumber(fresh) > tonumber(ARGV[1]) then redis.call('HSET', key, 'f', ARGV[1]) end
+for i = 1, #KEYS, 2 do
+  local storedAt = redis.call('HGET', KEYS[i], 't')
+  if storedAt then
+    redis.call('HSET', KEYS[i], 'f', storedAt)
     found = found + 1
   end
+  redis.call('SET', KEYS[i + 1], ARGV[1], 'PX', ARGV[2])
 end
 return found`
 
 /**
- * Entries as Redis hashes (one HGETALL per read, the body stored as the bytes we send). Every failure,
- * including "not connected", rejects at once with CACHE_UNAVAILABLE: the client does not queue commands
- * while Redis is away, so an outage costs a caller nothing but the cache.
+ * Entries as Redis hashes (one HGETALL per read, the body stored as the bytes we send), their times on
+ * Redis's clock, converted from and to this instance's on the way (see RedisClock). Every failure, and every
+ * command while Redis is down, rejects at once with CACHE_UNAVAILABLE (see RedisHealth).
  */
 export class RedisStore implements CacheStore {
-  readonly #redis: StoreRedis
-  readonly #events: RedisStoreOptions['events']
-  readonly #now: () => number
+  readonly #options: RedisStoreOptions
 
   constructor (options: RedisStoreOptions) {
-    this.#redis = options.redis
-    this.#events = options.events
-    this.#now = options.now ?? Date.now
+    this.#options = options
   }
 
   async get (key: string): Promise<CacheEntry | undefined> {
-    this.#ensureConnected()
-    return decode(await this.#call(this.#redis.hgetall(key)))
+    const { redis, health, clock } = this.#options
+    return decode(await health.run(async () => await redis.hgetall(key)), clock)
   }
 
-  async set (key: string, entry: CacheEntry): Promise<boolean> {
-    const ttlMs = entry.staleUntil - this.#now()
-    if (ttlMs <= 0) return false
-    this.#ensureConnected()
+  async set (key: string, entry: CacheEntry, loadStartedAt = entry.storedAt): Promise<CacheEntry | undefined> {
+    const { redis, health, clock, events } = this.#options
+    const ttlMs = Math.floor(entry.staleUntil - clock.localNow())
+    if (ttlMs <= 0) return undefined
     const { status, body, etag, storedAt, freshUntil, staleUntil } = entry
-    const stored = await this.#call(this.#redis.eval(SET_IF_NEWER, 1, key, status, body, etag, storedAt, freshUntil, staleUntil, ttlMs))
-    if (stored !== 1) return false
-    await this.#call(this.#events.publish({ type: 'filled', key, etag }))
-    return true
+    const times = [storedAt, Math.min(loadStartedAt, storedAt), freshUntil, staleUntil].map((time) => clock.toRedis(time))
+    const stored = await health.run(async () => await redis.eval(SET_IF_NEWER, 2, key, purgedKey(key), status, body, etag, ...times, ttlMs))
+    if (stored === null) return undefined
+    // Stored is stored: a lost event costs the other instances' copies at most their few seconds.
+    await events.publish({ type: 'filled', key, etag }).catch(() => {})
+    const storedFreshUntil = clock.toLocal(Number(stored))
+    return storedFreshUntil < freshUntil ? { ...entry, freshUntil: storedFreshUntil } : entry
   }
 
   async markStale (keys: readonly string[], now: number): Promise<number> {
     if (keys.length === 0) return 0
-    this.#ensureConnected()
-    const found = await this.#call(this.#redis.eval(MARK_STALE, keys.length, ...keys, now))
-    await this.#call(Promise.all(keys.map((key) => this.#events.publish({ type: 'staled', key }))))
+    const { redis, health, clock, events, purgeMemoryMs } = this.#options
+    const pairs = keys.flatMap((key) => [key, purgedKey(key)])
+    const found = await health.run(async () => await redis.eval(MARK_STALE, pairs.length, ...pairs, clock.toRedis(now), purgeMemoryMs))
+    await Promise.all(keys.map(async (key) => await events.publish({ type: 'staled', key })))
     return Number(found)
   }
 
   /** The client is owned by the redis plugin, which quits it. */
   async close (): Promise<void> {}
-
-  #ensureConnected (): void {
-    if (this.#redis.status !== 'ready') throw new CACHE_UNAVAILABLE(`redis is ${this.#redis.status}`)
-  }
-
-  async #call<T> (command: Promise<T>): Promise<T> {
-    try {
-      return await command
-    } catch (error) {
-      throw new CACHE_UNAVAILABLE('a redis command failed', { cause: error })
-    }
-  }
 }
 
-function decode (fields: Record<string, string>): CacheEntry | undefined {
+/** Redis's times become this instance's. */
+function decode (fields: Record<string, string>, clock: Pick<RedisClock, 'toLocal'>): CacheEntry | undefined {
   const { s, b, e, t, f, u } = fields
   if ((s !== '200' && s !== '404') || b === undefined || e === undefined) return undefined
   const storedAt = Number(t)
   const freshUntil = Number(f)
   const staleUntil = Number(u)
   if (!Number.isFinite(storedAt + freshUntil + staleUntil)) return undefined
-  return { status: s === '200' ? 200 : 404, body: b, etag: e, storedAt, freshUntil, staleUntil }
+  return { status: s === '200' ? 200 : 404, body: b, etag: e, storedAt: clock.toLocal(storedAt), freshUntil: clock.toLocal(freshUntil), staleUntil: clock.toLocal(staleUntil) }
 }

@@ -14,9 +14,10 @@ export interface CacheStore {
   getLatest?: (key: string) => Promise<CacheEntry | undefined>
   /**
    * Stores `entry` until its `staleUntil`, unless a newer fill of the key is already stored (instances
-   * may finish loads out of order); resolves to whether it was stored.
+   * may finish loads out of order), and as stale if the key was purged after `loadStartedAt` (default:
+   * the entry's `storedAt`); resolves to what was stored, or undefined.
    */
-  set: (key: string, entry: CacheEntry) => Promise<boolean>
+  set: (key: string, entry: CacheEntry, loadStartedAt?: number) => Promise<CacheEntry | undefined>
   /** Makes the entries stale as of `now` (they stay servable while revalidating); resolves to how many exist. */
   markStale: (keys: readonly string[], now: number) => Promise<number>
   close: () => Promise<void>

@@ -1,10 +1,7 @@
 import { isFresh, isServable, sameVersion, type CacheEntry } from './cache-entry.js'
-import type { Claim } from './redis-coalescer.js'
+import type { Claim } from '../redis/owner-lock.js'
 import type { CacheStore } from './store.js'
 import { noTelemetry, type Resource, type Telemetry } from '../telemetry.js'
-
-/** How many times a load waits for other instances before it goes ahead on its own. */
-const MAX_CLAIMS = 3
 
 export type CacheState = 'HIT' | 'MISS' | 'STALE' | 'BYPASS'
 
@@ -20,8 +17,12 @@ export type CacheFailure = 'revalidate' | 'store'
 
 export interface SwrCacheOptions {
   store: CacheStore
-  /** Coordinates loads with the other instances sharing the store; absent for the in-process store. */
-  coalescer?: { claim: (key: string) => Promise<Claim | undefined> }
+  /**
+   * Coordinates loads with the other instances sharing the store; absent for the in-process store.
+   * `maxClaims`: how many times a load waits for another instance's (each wait lasts at most the
+   * lock's lifetime) before it goes ahead on its own.
+   */
+  coalescer?: { claim: (key: string) => Promise<Claim | undefined>, maxClaims: number }
   now?: () => number
   telemetry?: Pick<Telemetry, 'cacheResult' | 'coalescedWaiter'>
   /** Failures without a caller to tell: a revalidation in the background, a store that is away. */
@@ -100,7 +101,7 @@ export class SwrCache {
    * a fresh entry, or another version, in the store means another instance has loaded it meanwhile.
    * A waiter woken with nothing new claims again rather than loading at once: what woke it may be the
    * late release of an earlier lock while another instance's load is still running. After
-   * MAX_CLAIMS waits it loads on its own (each wait is bounded by the lock's lifetime).
+   * `maxClaims` waits it loads on its own (each wait is bounded by the lock's lifetime).
    */
   async #loadShared (key: string, resource: Resource, seen: CacheEntry | undefined, load: () => Promise<CacheEntry>): Promise<CacheEntry> {
     for (let attempt = 1; ; attempt++) {
@@ -119,7 +120,7 @@ export class SwrCache {
       await claim.settled
       const loaded = await this.#loadedElsewhere(key, seen)
       if (loaded !== undefined) return loaded
-      if (attempt === MAX_CLAIMS) return await this.#loadAndStore(key, load)
+      if (attempt >= (this.#coalescer?.maxClaims ?? 1)) return await this.#loadAndStore(key, load)
     }
   }
 
@@ -138,9 +139,10 @@ export class SwrCache {
   }
 
   async #loadAndStore (key: string, load: () => Promise<CacheEntry>): Promise<CacheEntry> {
+    const startedAt = this.#now()
     const entry = await load()
     // A store that is away costs the cache, never the caller.
-    await this.#store.set(key, entry).catch((error: unknown) => this.#onError(error, key, 'store'))
+    await this.#store.set(key, entry, startedAt).catch((error: unknown) => this.#onError(error, key, 'store'))
     return entry
   }
 }

@@ -1,15 +1,12 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { eventsChannel } from '../cache/keys.js'
 import { LocalTier } from '../cache/local-tier.js'
-import { MemoryStore } from '../cache/memory-store.js'
-import { RedisCoalescer } from '../cache/redis-coalescer.js'
-import { RedisEvents } from '../cache/redis-events.js'
+import { DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, MemoryStore } from '../cache/memory-store.js'
 import { RedisStore } from '../cache/redis-store.js'
 import type { CacheStore } from '../cache/store.js'
-import { SwrCache } from '../cache/swr-cache.js'
+import { SwrCache, type SwrCacheOptions } from '../cache/swr-cache.js'
 import { Lookups } from '../lookups.js'
-import { duplicateRedisClient, type RedisClient } from './redis.js'
+import { LOCK_TTL_MS, type RedisLayer } from './redis.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -23,20 +20,29 @@ export interface CachePluginOptions {
 }
 
 /**
- * The in-process tier in front of Redis: a few seconds at most (a missed event, in a gap the
- * reconnection did not notice, cannot last longer), and small, since it only holds what is hot.
+ * The in-process tier in front of Redis: copies last a few seconds at most (a missed event, in a gap
+ * the reconnection did not notice, cannot last longer), and few, since they only hold what is hot.
+ * While Redis is away it holds as much as the embedded store does without Redis.
  */
-const LOCAL_TIER = { ttlMs: 2_000, maxEntries: 1_000, maxBytes: 16 * 1024 * 1024 }
+const LOCAL_TIER = {
+  ttlMs: 2_000,
+  maxEntries: 1_000,
+  maxBytes: 16 * 1024 * 1024,
+  alone: { maxEntries: DEFAULT_MAX_ENTRIES, maxBytes: DEFAULT_MAX_BYTES }
+}
 
 const seconds = (value: number): number => value * 1000
 
 /** The cache in front of the upstream, and the lookups the routes call through it. */
 async function cache (app: FastifyInstance, { now = Date.now }: CachePluginOptions): Promise<void> {
   const { config } = app
-  const onError = (error: unknown): void => app.log.debug({ err: error }, 'redis command failed')
-  const { store, coalescer } = app.redis === undefined
-    ? { store: new MemoryStore({ now }), coalescer: undefined }
-    : sharedCache(app, app.redis, now, onError)
+  // A load may take a token exchange and an upstream call, each bounded by UPSTREAM_TIMEOUT_MS.
+  const loadBoundMs = 2 * config.UPSTREAM_TIMEOUT_MS + 1_000
+  // A purge is remembered as long as a load that started before it may still be storing.
+  const purgeMemoryMs = 2 * loadBoundMs
+  const { store, coalescer } = app.redisLayer === undefined
+    ? { store: new MemoryStore({ now, purgeMemoryMs }), coalescer: undefined }
+    : sharedCache(app.redisLayer, now, purgeMemoryMs, loadBoundMs)
   const swr = new SwrCache({
     store,
     coalescer,
@@ -60,22 +66,15 @@ async function cache (app: FastifyInstance, { now = Date.now }: CachePluginOptio
   app.addHook('onClose', async () => { await store.close() })
 }
 
-/** Redis behind an in-process tier, kept coherent, and loads coordinated, through one pub/sub channel. */
-function sharedCache (app: FastifyInstance, redis: RedisClient, now: () => number, onError: (error: unknown) => void): {
+/** Redis behind an in-process tier, kept coherent, and loads coordinated, through the Redis layer's bus and lock. */
+function sharedCache ({ client, health, clock, bus, lock }: RedisLayer, now: () => number, purgeMemoryMs: number, loadBoundMs: number): {
   store: CacheStore
-  coalescer: RedisCoalescer
+  coalescer: NonNullable<SwrCacheOptions['coalescer']>
 } {
-  const events = new RedisEvents({
-    publisher: redis,
-    subscriber: duplicateRedisClient(redis),
-    channel: eventsChannel(app.config.CACHE_KEY_PREFIX),
-    onError
-  })
-  app.addHook('onClose', async () => { await events.close() })
-  const store = new LocalTier({ shared: new RedisStore({ redis, events, now }), events, now, ...LOCAL_TIER })
-  // A load may take a token exchange and an upstream call, each bounded by UPSTREAM_TIMEOUT_MS.
-  const lockTtlMs = 2 * app.config.UPSTREAM_TIMEOUT_MS + 1_000
-  return { store, coalescer: new RedisCoalescer({ redis, events, lockTtlMs, onError }) }
+  const shared = new RedisStore({ redis: client, health, clock, events: bus, purgeMemoryMs })
+  const store = new LocalTier({ shared, events: bus, now, purgeMemoryMs, ...LOCAL_TIER })
+  // The owner renews its lock while it loads: a waiter looks again after each lifetime, up to the load's bound.
+  return { store, coalescer: { claim: async (key) => await lock.claim(key), maxClaims: Math.ceil(loadBoundMs / LOCK_TTL_MS) } }
 }
 
 export default fp(cache, { name: 'cache', dependencies: ['config', 'telemetry', 'redis', 'upstream'] })

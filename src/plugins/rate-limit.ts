@@ -29,19 +29,21 @@ export function isOperationalRoute (route: string | undefined): boolean {
  * RATE_LIMIT_PER_MINUTE requests per client address per minute (0: no limit). The address is
  * `request.ip`, which follows X-Forwarded-For only when TRUST_PROXY is set. With REDIS_URL the counts
  * are shared through Redis (SharedRateCounts: synced every 100 ms rather than a Redis command per
- * request), so every instance draws on the same budget; if Redis fails, requests are let through
- * (skipOnError): a Redis outage is never the caller's problem.
+ * request), so every instance draws on the same budget; while Redis is down each instance counts
+ * alone, and if a count fails, requests are let through (skipOnError): a Redis outage is never the
+ * caller's problem.
  */
 async function clientRateLimit (app: FastifyInstance): Promise<void> {
-  const { config, redis } = app
+  const { config, redisLayer } = app
   if (config.RATE_LIMIT_PER_MINUTE === 0) {
     app.decorate('chargeRateLimit', async () => {})
     return
   }
   let store: FastifyRateLimitStoreCtor | undefined
-  if (redis !== undefined) {
+  if (redisLayer !== undefined) {
     const counts = new SharedRateCounts({
-      redis,
+      redis: redisLayer.client,
+      health: redisLayer.health,
       keyPrefix: `${config.CACHE_KEY_PREFIX}ratelimit:`,
       onError: (error) => app.log.debug({ err: error }, 'rate limit counts not synced')
     })

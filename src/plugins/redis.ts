@@ -1,75 +1,78 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { Cluster, Redis } from 'ioredis'
+import { eventsChannel } from '../cache/keys.js'
+import { RedisBus } from '../redis/bus.js'
+import { createRedisClient, duplicateRedisClient, type RedisClient } from '../redis/client.js'
+import { RedisClock } from '../redis/clock.js'
+import { RedisHealth } from '../redis/health.js'
+import { OwnerLock } from '../redis/owner-lock.js'
 
-/** A single Redis or a Redis Cluster: both speak the commands the service uses, and both have `status`. */
-export type RedisClient = Redis | Cluster
+/** What the consumers of Redis share: the client, its one health state, its clock, the bus and the owner lock. */
+export interface RedisLayer {
+  client: RedisClient
+  health: RedisHealth
+  clock: RedisClock
+  bus: RedisBus
+  lock: OwnerLock
+}
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /**
-     * The shared Redis client, or undefined when REDIS_URL is unset (in-process cache).
-     * `app.redis?.status === 'ready'` tells whether Redis is up, for a single Redis and a Cluster alike.
-     */
+    /** The shared Redis client, or undefined when REDIS_URL is unset (in-process cache). */
     redis: RedisClient | undefined
+    /** The Redis layer built on it, or undefined when REDIS_URL is unset. */
+    redisLayer: RedisLayer | undefined
   }
 }
 
 /**
- * A Redis outage must never become the caller's problem: commands fail fast instead of queueing
- * while disconnected, time out quickly, and the client reconnects on its own in the background.
+ * A lock's lifetime, renewed by its owner while the job runs: a lock left behind (a crashed owner, a
+ * command executed late after a hang) keeps the others waiting for no longer than this.
  */
-export const REDIS_OPTIONS = {
-  connectTimeout: 1_000,
-  commandTimeout: 500,
-  maxRetriesPerRequest: 1,
-  enableOfflineQueue: false,
-  enableAutoPipelining: true,
-  retryStrategy: (attempt: number) => Math.min(attempt * 200, 2_000)
-} as const
+export const LOCK_TTL_MS = 1_000
 
-/**
- * With REDIS_CLUSTER, REDIS_URL names one seed node: the client discovers the others. The same
- * fail-fast options apply (per node where the Cluster client takes them per node), and the credentials
- * and TLS of the URL are used for every node. A cluster has no databases, so a `/db` path is ignored.
- */
-export function createRedisClient (url: string, cluster: boolean): RedisClient {
-  if (!cluster) return new Redis(url, REDIS_OPTIONS)
-  const seed = new URL(url)
-  const { retryStrategy, enableOfflineQueue, enableAutoPipelining, ...nodeOptions } = REDIS_OPTIONS
-  return new Cluster([{ host: seed.hostname.replace(/^\[|\]$/g, ''), port: Number(seed.port || 6379) }], {
-    enableOfflineQueue,
-    enableAutoPipelining,
-    clusterRetryStrategy: retryStrategy,
-    slotsRefreshTimeout: nodeOptions.connectTimeout,
-    redisOptions: {
-      ...nodeOptions,
-      ...(seed.username !== '' && { username: decodeURIComponent(seed.username) }),
-      ...(seed.password !== '' && { password: decodeURIComponent(seed.password) }),
-      ...(seed.protocol === 'rediss:' && { tls: {} })
-    }
-  })
+export interface RedisPluginOptions {
+  /** This instance's clock (tests move it); default Date.now. */
+  now?: () => number
 }
 
-/** A second connection with the same settings (a subscriber cannot send ordinary commands). */
-export function duplicateRedisClient (client: RedisClient): RedisClient {
-  return client instanceof Cluster ? client.duplicate() : client.duplicate()
-}
-
-/** Owns the Redis client's life: created with the app (start-up never waits for Redis), quit with it. */
-async function redis (app: FastifyInstance): Promise<void> {
+/** Owns the Redis layer's life: created with the app (start-up never waits for Redis), closed with it. */
+async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptions): Promise<void> {
   const url = app.config.REDIS_URL
   if (url === undefined) {
     app.decorate('redis', undefined)
+    app.decorate('redisLayer', undefined)
     return
   }
   const client = createRedisClient(url, app.config.REDIS_CLUSTER)
   // Without a listener ioredis reports connection errors as unhandled; they are expected during an outage.
   client.on('error', (err: unknown) => app.log.debug({ err }, 'redis connection error'))
+  const onError = (err: unknown): void => app.log.debug({ err }, 'redis command failed')
+  const clock = new RedisClock(now)
+  const health = new RedisHealth({
+    client,
+    clock,
+    onChange: (up, cause) => {
+      app.telemetry.redis(up)
+      if (up) app.log.info('redis is up: the cache is shared again')
+      else app.log.warn({ err: cause }, 'redis is down: serving from the in-process cache')
+    }
+  })
+  const bus = new RedisBus({
+    publisher: client,
+    health,
+    subscriber: duplicateRedisClient(client),
+    channel: eventsChannel(app.config.CACHE_KEY_PREFIX),
+    onError
+  })
+  const lock = new OwnerLock({ redis: client, health, bus, ttlMs: LOCK_TTL_MS, onError })
   app.decorate<RedisClient>('redis', client)
+  app.decorate<RedisLayer>('redisLayer', { client, health, clock, bus, lock })
   app.addHook('onClose', async () => {
+    health.close()
+    await bus.close()
     await client.quit().catch(() => client.disconnect())
   })
 }
 
-export default fp(redis, { name: 'redis', dependencies: ['config'] })
+export default fp(redis, { name: 'redis', dependencies: ['config', 'telemetry'] })

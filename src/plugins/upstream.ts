@@ -4,7 +4,7 @@ import { Pool } from 'undici'
 import { BackoffWindow } from '../upstream/backoff-window.js'
 import { CircuitBreaker } from '../upstream/circuit-breaker.js'
 import { ConcurrencyLimiter } from '../upstream/concurrency-limiter.js'
-import { SharedWindow } from '../upstream/shared-window.js'
+import { SharedWindow } from '../redis/shared-window.js'
 import { TokenCipher } from '../upstream/token-cipher.js'
 import { TokenEndpoint } from '../upstream/token-endpoint.js'
 import { TokenManager } from '../upstream/token-manager.js'
@@ -25,21 +25,21 @@ export const QUEUE_PER_SLOT = 8
 /** Failures in a row that open the circuit, and how long it stays open before a probe: one call a second in an outage. */
 export const BREAKER_FAILURE_THRESHOLD = 5
 export const BREAKER_OPEN_MS = 1_000
-/** An exchange is bounded by UPSTREAM_TIMEOUT_MS; its lock outlives it by this, then frees itself. */
+/** An exchange is bounded by UPSTREAM_TIMEOUT_MS: the others wait for it that long, and this much more. */
 const LOCK_SLACK_MS = 2_000
+
+export interface UpstreamPluginOptions {
+  /** The app's clock, for deadlines, the breaker, the back-off window and the token (tests move it). */
+  now?: () => number
+}
 
 /**
  * Builds the way to the upstream: one keep-alive pool per origin, the token manager (sharing its
  * token through Redis when there is one) and the typed client with its limiter, back-off window and
  * circuit breaker. Closes the pools with the app.
  */
-export interface UpstreamPluginOptions {
-  /** The app's clock, for deadlines, the breaker, the back-off window and the token (tests move it). */
-  now?: () => number
-}
-
 async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPluginOptions): Promise<void> {
-  const { config, redis, telemetry } = app
+  const { config, redisLayer, telemetry } = app
   const base = new URL(config.UPSTREAM_BASE_URL)
   const auth = new URL(config.AUTH_URL)
   const timeouts = {
@@ -54,7 +54,6 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
 
   const prefix = config.CACHE_KEY_PREFIX
   const tokenLog = app.log.child({ component: 'token-manager' })
-  const lockTtlMs = config.UPSTREAM_TIMEOUT_MS + LOCK_SLACK_MS
   const tokens = new TokenManager({
     endpoint: new TokenEndpoint({
       dispatcher: authPool,
@@ -65,12 +64,19 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
       defaultTtlSeconds: config.TOKEN_DEFAULT_TTL_SECONDS,
       timeoutMs: config.UPSTREAM_TIMEOUT_MS
     }),
-    ...(redis !== undefined && {
-      store: new RedisTokenStore({ redis, cipher: new TokenCipher(config.CLIENT_SECRET), keyPrefix: prefix, lockTtlMs, log: tokenLog, now })
+    ...(redisLayer !== undefined && {
+      store: new RedisTokenStore({
+        redis: redisLayer.client,
+        health: redisLayer.health,
+        lock: redisLayer.lock,
+        cipher: new TokenCipher(config.CLIENT_SECRET),
+        keyPrefix: prefix,
+        log: tokenLog
+      })
     }),
     telemetry,
     log: tokenLog,
-    lockWaitMs: 2 * lockTtlMs,
+    lockWaitMs: config.UPSTREAM_TIMEOUT_MS + LOCK_SLACK_MS,
     now
   })
 
@@ -87,7 +93,14 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
     }),
     breaker: new CircuitBreaker({ failureThreshold: BREAKER_FAILURE_THRESHOLD, openMs: BREAKER_OPEN_MS, telemetry, now }),
     backoff: new BackoffWindow({
-      ...(redis !== undefined && { shared: new SharedWindow(redis, `${prefix}upstream:backoff`, clientLog) }),
+      ...(redisLayer !== undefined && {
+        shared: new SharedWindow({
+          redis: redisLayer.client,
+          health: redisLayer.health,
+          key: `${prefix}upstream:backoff`,
+          onError: (err) => clientLog.debug({ err }, 'shared back-off window unavailable; using the local one')
+        })
+      }),
       telemetry,
       now
     }),

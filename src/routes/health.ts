@@ -51,7 +51,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (_request, reply) => {
     reply.header('cache-control', 'no-store')
     const report = readiness({
-      redis: app.redis === undefined ? 'not_configured' : app.redis.status === 'ready' ? 'up' : 'down',
+      redis: app.redisLayer === undefined ? 'not_configured' : app.redisLayer.health.up ? 'up' : 'down',
       token: app.tokens.state,
       breaker: app.upstream.breakerState
     }, app.closing)

@@ -12,7 +12,6 @@ const metricsRoute: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (_request, reply) => {
     reply.header('cache-control', 'no-store').type(app.telemetry.contentType)
-    app.telemetry.redis(app.redis === undefined ? undefined : app.redis.status === 'ready')
     return await app.telemetry.render()
   })
 }

@@ -1,5 +1,5 @@
 import type { Telemetry } from '../telemetry.js'
-import type { SharedWindow } from './shared-window.js'
+import type { SharedWindow } from '../redis/shared-window.js'
 
 export interface BackoffWindowOptions {
   /** With Redis: the window every instance sees. Without: this instance's only. */

@@ -1,8 +1,8 @@
-import { setTimeout as sleep } from 'node:timers/promises'
 import { UPSTREAM_AUTH_FAILED } from '../errors.js'
 import type { Telemetry } from '../telemetry.js'
 import type { UpstreamLog } from './log.js'
 import type { MintedToken } from './token-endpoint.js'
+import type { Claim } from '../redis/owner-lock.js'
 import type { TokenStore } from './token-store.js'
 
 export interface AccessToken {
@@ -24,15 +24,12 @@ export interface TokenManagerOptions {
   lockWaitMs: number
   now?: () => number
   random?: () => number
-  sleep?: (ms: number) => Promise<void>
 }
 
 /** Renew this long before the announced expiry (at most 20% of the life of a short-lived token). */
 export const REFRESH_SKEW_MS = 30_000
 /** Stop sending a token this long before expiry (at most 10% of its life): a call must arrive before it dies. */
 export const EXPIRY_MARGIN_MS = 5_000
-/** How often an instance waiting on another's exchange looks for its result. */
-export const LOCK_POLL_MS = 50
 /**
  * Back-off after a failed exchange: doubles from the base up to the cap, with jitter. Never under 1 s
  * (a failing provider gets at most one exchange a second) nor over 5 s (callers recover soon after it does).
@@ -44,7 +41,7 @@ export const RETRY_CAP_MS = 5_000
  * Holds the client-credentials token. One exchange per lifetime: a token past `renewalDue` is still
  * handed out while one renewal runs in the background, so callers wait only when there is no usable
  * token at all. One exchange at a time, however many callers ask (they share one promise), and with a
- * store, one across instances (a Redis lock; the others poll for its result). After a failed exchange
+ * store, one across instances (a Redis lock; the others are woken by its release). After a failed exchange
  * callers get UPSTREAM_AUTH_FAILED at once until the back-off ends, instead of one exchange each.
  */
 export class TokenManager {
@@ -55,7 +52,6 @@ export class TokenManager {
   readonly #lockWaitMs: number
   readonly #now: () => number
   readonly #random: () => number
-  readonly #sleep: (ms: number) => Promise<void>
   #current: AccessToken | undefined
   /** The last token the upstream refused: never adopted again from the store. */
   #rejected: string | undefined
@@ -71,7 +67,6 @@ export class TokenManager {
     this.#lockWaitMs = options.lockWaitMs
     this.#now = options.now ?? Date.now
     this.#random = options.random ?? Math.random
-    this.#sleep = options.sleep ?? (async (ms) => { await sleep(ms) })
   }
 
   /** `failing` only while no usable token is held: with one, calls still succeed until it is due. */
@@ -128,14 +123,14 @@ export class TokenManager {
     for (;;) {
       const shared = await this.#fromStore(store)
       if (shared !== undefined) return shared
-      const owner = await store.tryLock()
-      if (owner !== undefined) return await this.#mintAsOwner(store, owner)
+      const claim = await store.claim()
+      if (claim.owner) return await this.#mintAsOwner(store, claim)
       if (this.#now() >= deadline) throw new UPSTREAM_AUTH_FAILED('another instance is still exchanging credentials')
-      await this.#sleep(LOCK_POLL_MS)
+      await claim.settled
     }
   }
 
-  async #mintAsOwner (store: TokenStore, owner: string): Promise<AccessToken> {
+  async #mintAsOwner (store: TokenStore, claim: Claim & { owner: true }): Promise<AccessToken> {
     try {
       // The previous owner may have finished between our look and our lock.
       const shared = await this.#fromStore(store)
@@ -144,7 +139,7 @@ export class TokenManager {
       await store.write(token)
       return token
     } finally {
-      await store.unlock(owner)
+      await claim.release()
     }
   }
 

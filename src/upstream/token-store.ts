@@ -1,7 +1,8 @@
-import { randomUUID } from 'node:crypto'
+import type { RedisCommands } from '../redis/commands.js'
+import type { RedisHealth } from '../redis/health.js'
+import type { Claim, OwnerLock } from '../redis/owner-lock.js'
+import { SharedWindow } from '../redis/shared-window.js'
 import type { UpstreamLog } from './log.js'
-import type { SharedRedis } from './shared-redis.js'
-import { SharedWindow } from './shared-window.js'
 import type { TokenCipher } from './token-cipher.js'
 import type { AccessToken } from './token-manager.js'
 
@@ -12,49 +13,54 @@ import type { AccessToken } from './token-manager.js'
 export interface TokenStore {
   read: () => Promise<AccessToken | undefined>
   write: (token: AccessToken) => Promise<void>
-  /** An owner id when this caller now holds the exchange lock, undefined when another instance does. */
-  tryLock: () => Promise<string | undefined>
-  unlock: (owner: string) => Promise<void>
+  /** Who exchanges: this instance (also whenever instances cannot coordinate), or another one (wait for `settled`). */
+  claim: () => Promise<Claim>
   failingForMs: () => Promise<number>
   markFailing: (ms: number) => Promise<void>
 }
 
 export interface RedisTokenStoreOptions {
-  redis: SharedRedis
+  redis: Pick<RedisCommands, 'eval' | 'set' | 'pttl'>
+  health: Pick<RedisHealth, 'run'>
+  /** The exchange's lock; its release wakes the other instances through the bus. */
+  lock: Pick<OwnerLock, 'claim'>
   cipher: TokenCipher
   keyPrefix: string
-  /** The lock expires on its own after this, so a crashed owner cannot stall the others for longer. */
-  lockTtlMs: number
   log: UpstreamLog
   now?: () => number
 }
 
 /** The sealed value and what remains of its life, in one round trip (Redis's clock, not ours). */
 const READ = "return { redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1]) }"
-/** Only the owner releases the lock: after its TTL another instance may hold it. */
-const UNLOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
 /**
- * The token store on Redis. Every failure of Redis fails open (no shared token, the lock granted, no
- * shared failure): an instance cut off from Redis exchanges for itself rather than stopping.
+ * The token store on Redis. Every failure of Redis fails open, and while Redis is down at once (no
+ * shared token, the lock granted, no shared failure): an instance cut off from Redis exchanges for
+ * itself rather than stopping.
  */
 export class RedisTokenStore implements TokenStore {
-  readonly #redis: SharedRedis
+  readonly #redis: RedisTokenStoreOptions['redis']
+  readonly #health: RedisTokenStoreOptions['health']
+  readonly #lock: RedisTokenStoreOptions['lock']
   readonly #cipher: TokenCipher
   readonly #tokenKey: string
-  readonly #lockKey: string
   readonly #failing: SharedWindow
-  readonly #lockTtlMs: number
   readonly #log: UpstreamLog
   readonly #now: () => number
 
   constructor (options: RedisTokenStoreOptions) {
     this.#redis = options.redis
+    this.#health = options.health
+    this.#lock = options.lock
     this.#cipher = options.cipher
     this.#tokenKey = `${options.keyPrefix}token`
-    this.#lockKey = `${options.keyPrefix}token:lock`
-    this.#failing = new SharedWindow(options.redis, `${options.keyPrefix}token:failing`, options.log)
-    this.#lockTtlMs = options.lockTtlMs
+    const key = `${options.keyPrefix}token:failing`
+    this.#failing = new SharedWindow({
+      redis: options.redis,
+      health: options.health,
+      key,
+      onError: (err) => options.log.debug({ err, key }, 'shared window unavailable; using the local one')
+    })
     this.#log = options.log
     this.#now = options.now ?? Date.now
   }
@@ -62,7 +68,7 @@ export class RedisTokenStore implements TokenStore {
   async read (): Promise<AccessToken | undefined> {
     let reply: unknown
     try {
-      reply = await this.#redis.eval(READ, 1, this.#tokenKey)
+      reply = await this.#health.run(async () => await this.#redis.eval(READ, 1, this.#tokenKey))
     } catch (err) {
       this.#log.debug({ err }, 'shared token unreadable')
       return undefined
@@ -81,28 +87,18 @@ export class RedisTokenStore implements TokenStore {
     if (leftMs <= 0) return
     const plain = JSON.stringify({ value: token.value, lifetimeMs: token.expiresAt - token.issuedAt })
     try {
-      await this.#redis.set(this.#tokenKey, this.#cipher.seal(plain, this.#tokenKey), 'PX', leftMs)
+      const sealed = this.#cipher.seal(plain, this.#tokenKey)
+      await this.#health.run(async () => await this.#redis.set(this.#tokenKey, sealed, 'PX', leftMs))
     } catch (err) {
       this.#log.debug({ err }, 'shared token not written')
     }
   }
 
-  async tryLock (): Promise<string | undefined> {
-    const owner = randomUUID()
-    try {
-      return await this.#redis.set(this.#lockKey, owner, 'PX', this.#lockTtlMs, 'NX') === 'OK' ? owner : undefined
-    } catch (err) {
-      this.#log.debug({ err }, 'token lock unavailable; exchanging without it')
-      return owner
-    }
-  }
-
-  async unlock (owner: string): Promise<void> {
-    try {
-      await this.#redis.eval(UNLOCK, 1, this.#lockKey, owner)
-    } catch (err) {
-      this.#log.debug({ err }, 'token lock not released; it expires on its own')
-    }
+  async claim (): Promise<Claim> {
+    const claim = await this.#lock.claim(this.#tokenKey)
+    if (claim !== undefined) return claim
+    this.#log.debug({}, 'token lock unavailable; exchanging without it')
+    return { owner: true, release: async () => {} }
   }
 
   async failingForMs (): Promise<number> {

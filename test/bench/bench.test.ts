@@ -1,7 +1,7 @@
 import t from 'tap'
 import { areaOf, summarizeProfile, type CpuProfile } from '../../bench/cpu-profile.js'
 import type { RoundResult } from '../../bench/load.js'
-import { renderReport, summarize, verdicts, type BenchResults } from '../../bench/report.js'
+import { redisTroubleVerdicts, renderReport, summarize, verdicts, type BenchResults } from '../../bench/report.js'
 import { median, percentile } from '../../bench/stats.js'
 import { seededRandom, zipfSampler } from '../../bench/zipf.js'
 
@@ -42,7 +42,17 @@ function round (requestsPerSecond: number, p99Ms: number, xCache: Record<string,
   return { requestsPerSecond, p50Ms: p99Ms / 3, p99Ms, responses, errors: 0, non2xx: 0, statusCodes: { 200: responses }, xCache }
 }
 
-function results (overrides: { redis?: RoundResult[], memory?: RoundResult[], shelter?: Partial<BenchResults['shelter']>, zipf?: Partial<BenchResults['zipf']>, rss?: number }): BenchResults {
+type Overrides = {
+  redis?: RoundResult[]
+  memory?: RoundResult[]
+  shelter?: Partial<BenchResults['shelter']>
+  zipf?: Partial<BenchResults['zipf']>
+  rss?: number
+  hang?: Partial<BenchResults['redisTrouble']['hang']>
+  outage?: Partial<BenchResults['redisTrouble']['outage']>
+}
+
+function results (overrides: Overrides): BenchResults {
   return {
     machine: { date: '2026-01-01T00:00:00Z', commit: 'abc1234', cores: 2, cpuModel: 'CPU', node: 'v20', platform: 'linux x64', loadAverage: [1, 1, 1] },
     settings: { upstreamLatencyMs: 50, connections: 50, rounds: 3, roundSeconds: 5, logLevel: 'info', warmedUsernames: 100, buildTypeErrors: 0 },
@@ -59,6 +69,12 @@ function results (overrides: { redis?: RoundResult[], memory?: RoundResult[], sh
       pageViews: 100,
       singles: { requests: 50, p50Ms: 20, p99Ms: 40, bodyBytes: 20_000 },
       batch: { requests: 1, p50Ms: 4, p99Ms: 8, bodyBytes: 19_000, brotliBytes: 6_000 }
+    },
+    redisTrouble: {
+      seconds: 5,
+      usernames: 100,
+      hang: { requests: 50_000, errors: 0, p50Ms: 99.9, p99Ms: 600, maxMs: 1_000, afterMaxMs: 999, ...overrides.hang },
+      outage: { requests: 60_000, errors: 0, maxCallsPerUsername: 1, callsAfterReturn: 0, ...overrides.outage }
     }
   }
 }
@@ -77,7 +93,9 @@ t.test('each target misses just past its boundary', async (t) => {
     memory: [round(8_999, 10), round(8_999, 10), round(8_999, 10)],
     shelter: { upstreamCalls: 2, p50Ms: 60.01 },
     zipf: { upstreamCalls: 3_001, tokenExchanges: 2 },
-    rss: 200 * 1024 * 1024
+    rss: 200 * 1024 * 1024,
+    hang: { p50Ms: 100, afterMaxMs: 1_000 },
+    outage: { maxCallsPerUsername: 2 }
   })
   t.ok(verdicts(bench).every((verdict) => verdict.pass === false), JSON.stringify(verdicts(bench)))
   t.ok(renderReport(bench).includes('| MISS |'))
@@ -152,4 +170,17 @@ t.test('the report sets a list page\'s batch beside its single requests', async 
   t.match(report, '| one `GET /profiles` batch | 1 | 4.00 ms | 8.00 ms | 19,000 (brotli: 6,000) |')
   t.match(report, '| single `GET /profile/:username` over 6 connections | 50 | 20.0 ms | 40.0 ms | 20,000 |')
   t.match(report, '| batch vs singles, p50 | | 0.20x | | |')
+})
+
+t.test('Redis trouble targets pass at their boundaries and miss just past them', async (t) => {
+  t.ok(redisTroubleVerdicts(results({})).every((verdict) => verdict.pass === true), JSON.stringify(redisTroubleVerdicts(results({}))))
+  const missed = [
+    results({ hang: { p50Ms: 100 } }),
+    results({ hang: { errors: 1 } }),
+    results({ hang: { afterMaxMs: 1_000 } }),
+    results({ outage: { maxCallsPerUsername: 2 } }),
+    results({ outage: { errors: 1 } })
+  ]
+  t.same(missed.map((bench) => redisTroubleVerdicts(bench).filter((verdict) => verdict.pass === false).length), [1, 1, 1, 1, 1])
+  t.match(renderReport(results({})), /\| upstream calls per warmed username during the outage, at most \| 1 \|/)
 })

@@ -54,13 +54,13 @@ export async function cacheStack (t: TestContext, { env = {}, sim: simOptions, w
 }
 
 /**
- * Start-up never waits for Redis; a test that means to use it does: until the client is ready and the
+ * Start-up never waits for Redis; a test that means to use it does: until Redis is up and the
  * deployment's channel has `instances` subscribers (each instance subscribes once it is connected).
  */
 export async function untilRedisReady (app: FastifyInstance, instances = 1): Promise<void> {
   const { redis } = app
   if (redis === undefined) return
-  await eventually(() => redis.status === 'ready', 'redis ready')
+  await eventually(() => app.redisLayer?.health.up === true, 'redis up')
   const channel = `${app.config.CACHE_KEY_PREFIX}v1:events`
   // On a cluster each node counts its own subscribers.
   const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis]
@@ -134,6 +134,15 @@ export class RedisServer {
     } finally {
       probe.disconnect()
     }
+  }
+
+  /** SIGSTOP: a hang (connections stay open, nothing answers) until `resume`. */
+  pause (): void {
+    this.#process?.kill('SIGSTOP')
+  }
+
+  resume (): void {
+    this.#process?.kill('SIGCONT')
   }
 
   /** SIGKILL: an outage, not a shutdown. */

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.js'
 import { LocalTier } from '../../src/cache/local-tier.js'
-import type { CacheEvent } from '../../src/cache/redis-events.js'
+import type { BusEvent } from '../../src/redis/bus.js'
 import type { CacheStore } from '../../src/cache/store.js'
 
 /** A shared store whose reads the test answers one by one, and an events channel the test speaks on. */
@@ -12,16 +12,16 @@ function tierOverHeldReads () {
   const gate: { write?: Promise<void> } = {}
   const shared: CacheStore = {
     get: async (key) => await new Promise((resolve) => { pending.push(() => resolve(held.get(key))) }),
-    set: async (key, entry) => { await gate.write; held.set(key, entry); return true },
+    set: async (key, entry) => { await gate.write; held.set(key, entry); return entry },
     markStale: async () => 0,
     close: async () => {}
   }
-  let onEvent: (event: CacheEvent) => void = () => {}
-  const events = { ready: true, listen: (listener: { onEvent: (event: CacheEvent) => void }) => { onEvent = listener.onEvent } }
-  const tier = new LocalTier({ shared, events, ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000 })
+  let onEvent: (event: BusEvent) => void = () => {}
+  const events = { ready: true, listen: (listener: { onEvent: (event: BusEvent) => void }) => { onEvent = listener.onEvent } }
+  const tier = new LocalTier({ shared, events, ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000, alone: { maxEntries: 10, maxBytes: 1_000_000 }, purgeMemoryMs: 60_000 })
   const answerReads = (): number => pending.splice(0).map((answer) => answer()).length
   const entry = (body: string): CacheEntry => createEntry(200, body, Date.now(), { freshMs: 300_000, staleMs: 0 })
-  return { tier, held, answerReads, entry, gate, hear: (event: CacheEvent) => onEvent(event) }
+  return { tier, held, answerReads, entry, gate, hear: (event: BusEvent) => onEvent(event) }
 }
 
 t.test('requests for a key this process does not hold share one shared read', async (t) => {

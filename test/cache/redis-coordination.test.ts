@@ -4,24 +4,34 @@ import t from 'tap'
 import { Redis } from 'ioredis'
 import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.js'
 import { LocalTier } from '../../src/cache/local-tier.js'
-import { RedisCoalescer } from '../../src/cache/redis-coalescer.js'
-import { RedisEvents, type CacheEvent } from '../../src/cache/redis-events.js'
 import type { CacheStore } from '../../src/cache/store.js'
-import { REDIS_OPTIONS } from '../../src/plugins/redis.js'
+import { RedisBus, type BusEvent } from '../../src/redis/bus.js'
+import { REDIS_OPTIONS } from '../../src/redis/client.js'
+import { RedisClock } from '../../src/redis/clock.js'
+import { RedisHealth } from '../../src/redis/health.js'
+import { OwnerLock } from '../../src/redis/owner-lock.js'
 import type { TestContext } from '../helper.js'
 import { Clock, eventually, REDIS_URL } from './helper.js'
 
-/** One instance's view of Redis: a command client and its events channel. */
-async function instance (t: TestContext, channel: string): Promise<{ redis: Redis, events: RedisEvents }> {
+/** One instance's view of Redis: a command client, its health and its events channel. */
+async function instance (t: TestContext, channel: string): Promise<{ redis: Redis, health: RedisHealth, events: RedisBus }> {
   const redis = new Redis(REDIS_URL, REDIS_OPTIONS)
-  const events = new RedisEvents({ publisher: redis, subscriber: redis.duplicate(), channel, onError: () => {} })
+  const health = new RedisHealth({ client: redis, clock: new RedisClock(Date.now) })
+  const events = new RedisBus({ publisher: redis, health, subscriber: redis.duplicate(), channel, onError: () => {} })
   t.teardown(async () => {
+    health.close()
     await events.close()
     await redis.quit()
   })
-  await eventually(() => events.ready && redis.status === 'ready', 'connected and subscribed')
-  return { redis, events }
+  await eventually(() => events.ready && health.up, 'connected and subscribed')
+  return { redis, health, events }
 }
+
+function lockOf ({ redis, health, events }: { redis: Redis, health: RedisHealth, events: RedisBus }, ttlMs: number): OwnerLock {
+  return new OwnerLock({ redis, health, bus: events, ttlMs, onError: () => {} })
+}
+
+const TIER = { ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000, alone: { maxEntries: 10, maxBytes: 1_000_000 }, purgeMemoryMs: 60_000 }
 
 /** A probe of whether a promise has settled yet. */
 function watch (promise: Promise<unknown>): () => boolean {
@@ -34,11 +44,11 @@ t.test('events reach the other instances, never the sender, whatever the key hol
   const channel = `pbff-test:${randomUUID()}:events`
   const a = await instance(t, channel)
   const b = await instance(t, channel)
-  const heardByA: CacheEvent[] = []
-  const heardByB: CacheEvent[] = []
+  const heardByA: BusEvent[] = []
+  const heardByB: BusEvent[] = []
   a.events.listen({ onEvent: (event) => heardByA.push(event), onLost: () => {} })
   b.events.listen({ onEvent: (event) => heardByB.push(event), onLost: () => {} })
-  const sent: CacheEvent[] = [
+  const sent: BusEvent[] = [
     { type: 'filled', key: 'p:v1:{a b}:profile', etag: '"tag"' },
     { type: 'staled', key: 'p:v1:{x}:timeline' },
     { type: 'released', key: 'prefix with spaces: v1:{y}:profile' }
@@ -55,8 +65,8 @@ t.test('a waiting instance is woken by the owner\'s release, not by a timer', as
   const a = await instance(t, channel)
   const b = await instance(t, channel)
   const lockTtlMs = 60_000
-  const owner = new RedisCoalescer({ redis: a.redis, events: a.events, lockTtlMs, onError: () => {} })
-  const other = new RedisCoalescer({ redis: b.redis, events: b.events, lockTtlMs, onError: () => {} })
+  const owner = lockOf(a, lockTtlMs)
+  const other = lockOf(b, lockTtlMs)
 
   const first = await owner.claim(key)
   const second = await other.claim(key)
@@ -77,8 +87,9 @@ t.test('a release by an owner whose lock expired does not free the new owner\'s 
   const channel = `pbff-test:${randomUUID()}:events`
   const key = `pbff-test:${randomUUID()}:v1:{x}:profile`
   const a = await instance(t, channel)
-  const coalescer = new RedisCoalescer({ redis: a.redis, events: a.events, lockTtlMs: 100, onError: () => {} })
+  const coalescer = lockOf(a, 100)
   const late = await coalescer.claim(key)
+  if (late?.owner === true) await a.redis.pexpire(`${key}:lock`, 1)
   await eventually(async () => await a.redis.exists(`${key}:lock`) === 0, 'lock expired')
   await a.redis.set(`${key}:lock`, 'new-owner', 'PX', 60_000)
   if (late?.owner === true) await late.release()
@@ -88,7 +99,7 @@ t.test('a release by an owner whose lock expired does not free the new owner\'s 
 t.test('without the events channel, instances do not coordinate (nobody would be woken)', async (t) => {
   const channel = `pbff-test:${randomUUID()}:events`
   const a = await instance(t, channel)
-  const coalescer = new RedisCoalescer({ redis: a.redis, events: a.events, lockTtlMs: 60_000, onError: () => {} })
+  const coalescer = lockOf(a, 60_000)
   const waiting = await (async () => {
     await a.redis.set(`k-${channel}:lock`, 'someone', 'PX', 60_000)
     return await coalescer.claim(`k-${channel}`)
@@ -109,11 +120,11 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
   let sharedReads = 0
   const shared: CacheStore = {
     get: async (key) => { sharedReads++; return held.get(key) },
-    set: async (key, entry) => { held.set(key, entry); return true },
+    set: async (key, entry) => { held.set(key, entry); return entry },
     markStale: async () => 0,
     close: async () => {}
   }
-  const tier = new LocalTier({ shared, events: a.events, ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000, now: clock.now })
+  const tier = new LocalTier({ shared, events: a.events, ...TIER, now: clock.now })
   const v1 = createEntry(200, '"v1"', clock.now(), { freshMs: 300_000, staleMs: 0 })
   await tier.set('k', v1)
   for (let i = 0; i < 5; i++) t.same(await tier.get('k'), v1)
@@ -134,7 +145,12 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
 
   await a.events.close()
   const before = sharedReads
-  await tier.get('k')
-  await tier.get('k')
-  t.equal(sharedReads, before + 2, 'without the channel, every read goes to the shared store')
+  t.equal((await tier.get('k'))?.body, '"v2"', 'without the channel, the copy is kept for its whole life')
+  clock.advance(60)
+  t.equal((await tier.get('k'))?.body, '"v2"', 'past the few seconds of a copy')
+  const v3 = createEntry(200, '"v3"', clock.now(), { freshMs: 300_000, staleMs: 0 })
+  await tier.set('k', v3)
+  t.same(await tier.get('k'), v3, 'without the channel, the tier is the cache on its own')
+  t.equal(sharedReads, before, 'and the shared store is neither read')
+  t.same(held.get('k'), v2, 'nor written')
 })

@@ -23,25 +23,25 @@ t.test('/readyz reports Redis, the token and the breaker; ready when all is well
 
 t.test('/readyz says Redis is up when it is', async (t) => {
   const { app } = await stack(t, { env: { REDIS_URL } })
-  await eventually(() => app.redis?.status === 'ready', 'redis ready')
+  await eventually(() => app.redisLayer?.health.up === true, 'redis up')
   t.same((await app.inject('/readyz')).json(), { status: 'ready', redis: 'up', token: 'none', breaker: 'closed' })
 })
 
 t.test('a Redis outage is degraded but still 200, and ready again once Redis is back', async (t) => {
   const redis = await RedisServer.start(t)
   const { app } = await stack(t, { env: { REDIS_URL: redis.url } })
-  await eventually(() => app.redis?.status === 'ready', 'redis ready')
+  await eventually(() => app.redisLayer?.health.up === true, 'redis up')
   t.equal((await app.inject('/readyz')).json().redis, 'up')
 
   await redis.stop()
-  await eventually(() => app.redis?.status !== 'ready', 'the client notices')
+  await eventually(() => app.redisLayer?.health.up === false, 'the health state notices')
   const down = await app.inject('/readyz')
   t.equal(down.statusCode, 200, 'the instance still serves, from the upstream')
   t.same(down.json(), { status: 'degraded', redis: 'down', token: 'none', breaker: 'closed' })
   t.equal((await app.inject('/profile/alice')).statusCode, 200)
 
   await redis.start()
-  await eventually(() => app.redis?.status === 'ready', 'the client reconnects')
+  await eventually(() => app.redisLayer?.health.up === true, 'the probe sees it back')
   t.same((await app.inject('/readyz')).json(), { status: 'ready', redis: 'up', token: 'held', breaker: 'closed' })
 })
 

@@ -1,9 +1,8 @@
 import t from 'tap'
-import { silentLog } from '../../src/upstream/log.js'
 import { BackoffWindow } from '../../src/upstream/backoff-window.js'
-import { SharedWindow } from '../../src/upstream/shared-window.js'
+import { SharedWindow } from '../../src/redis/shared-window.js'
 import { fakeClock, recordingTelemetry } from './fakes.js'
-import { deadRedis, testRedis } from './redis-fixture.js'
+import { deadRedis, fakeHealth, testRedis } from './redis-fixture.js'
 
 t.test('a window opens, counts down and closes, reported once each way', async (t) => {
   const clock = fakeClock()
@@ -24,7 +23,7 @@ t.test('a window opens, counts down and closes, reported once each way', async (
 t.test('with Redis, one instance\'s window holds for every instance', async (t) => {
   const { redis, prefix } = testRedis(t)
   const key = `${prefix}upstream:backoff`
-  const windowOf = () => new BackoffWindow({ shared: new SharedWindow(redis, key, silentLog), telemetry: recordingTelemetry() })
+  const windowOf = () => new BackoffWindow({ shared: new SharedWindow({ redis, health: fakeHealth(), key, onError: () => {} }), telemetry: recordingTelemetry() })
   const a = windowOf()
   const b = windowOf()
   await a.open(30_000)
@@ -37,8 +36,19 @@ t.test('with Redis, one instance\'s window holds for every instance', async (t) 
 })
 
 t.test('without Redis the window stays local and nothing fails', async (t) => {
-  const window = new BackoffWindow({ shared: new SharedWindow(deadRedis(t), 'unused', silentLog), telemetry: recordingTelemetry() })
+  const errors: unknown[] = []
+  const window = new BackoffWindow({ shared: new SharedWindow({ redis: deadRedis(t), health: fakeHealth(), key: 'unused', onError: (error) => errors.push(error) }), telemetry: recordingTelemetry() })
   await window.open(5_000)
   const left = await window.check()
   t.ok(left > 4_000 && left <= 5_000)
+  t.equal(errors.length, 2, 'both failures reported')
+})
+
+t.test('while Redis is known down, the shared window is not asked at all', async (t) => {
+  const sent: string[] = []
+  const redis = { pttl: async () => { sent.push('pttl'); return 60_000 }, eval: async () => { sent.push('eval'); return 1 } }
+  const window = new BackoffWindow({ shared: new SharedWindow({ redis, health: fakeHealth(false), key: 'k', onError: () => {} }), telemetry: recordingTelemetry() })
+  await window.open(1_000)
+  t.ok(await window.check() <= 1_000, 'the local window only')
+  t.same(sent, [], 'nothing sent to Redis')
 })

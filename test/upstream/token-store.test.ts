@@ -1,29 +1,32 @@
 import t from 'tap'
+import type { Redis } from 'ioredis'
 import { noTelemetry } from '../../src/telemetry.js'
 import { silentLog } from '../../src/upstream/log.js'
 import { TokenCipher } from '../../src/upstream/token-cipher.js'
 import { TokenManager } from '../../src/upstream/token-manager.js'
 import { RedisTokenStore } from '../../src/upstream/token-store.js'
-import type { SharedRedis } from '../../src/upstream/shared-redis.js'
+import type { RedisLayer } from '../../src/plugins/redis.js'
 import { FakeEndpoint } from './fakes.js'
-import { deadRedis, testRedis } from './redis-fixture.js'
+import { deadRedis, testLayer, testRedis } from './redis-fixture.js'
+import type { TestContext } from '../helper.js'
 
 const SECRET = 'client-secret'
 
-function store (redis: SharedRedis, prefix: string, lockTtlMs = 5_000): RedisTokenStore {
-  return new RedisTokenStore({ redis, cipher: new TokenCipher(SECRET), keyPrefix: prefix, lockTtlMs, log: silentLog })
+function store ({ client, health, lock }: RedisLayer, prefix: string): RedisTokenStore {
+  return new RedisTokenStore({ redis: client, health, lock, cipher: new TokenCipher(SECRET), keyPrefix: prefix, log: silentLog })
 }
 
-/** One instance: its own identity-provider client, the shared store. */
-function instance (redis: SharedRedis, prefix: string, name = 'token', lockTtlMs?: number) {
+/** One instance: its own identity-provider client and Redis layer, the shared store. */
+async function instance (t: TestContext, redis: Redis, prefix: string, name = 'token', lockTtlMs?: number) {
   const endpoint = new FakeEndpoint(3_600_000, name)
-  const tokens = new TokenManager({ endpoint, store: store(redis, prefix, lockTtlMs), telemetry: noTelemetry, log: silentLog, lockWaitMs: 10_000 })
-  return { endpoint, tokens }
+  const layer = await testLayer(t, redis, prefix, lockTtlMs)
+  const tokens = new TokenManager({ endpoint, store: store(layer, prefix), telemetry: noTelemetry, log: silentLog, lockWaitMs: 10_000 })
+  return { endpoint, tokens, layer }
 }
 
 t.test('instances on one Redis exchange once between them; the stored value is not the token', async (t) => {
   const { redis, prefix } = testRedis(t)
-  const instances = [instance(redis, prefix), instance(redis, prefix), instance(redis, prefix)]
+  const instances = [await instance(t, redis, prefix), await instance(t, redis, prefix), await instance(t, redis, prefix)]
   const got = await Promise.all(instances.flatMap(({ tokens }) => Array.from({ length: 50 }, async () => await tokens.getToken())))
   t.equal(instances.reduce((sum, { endpoint }) => sum + endpoint.exchanges, 0), 1)
   t.equal(new Set(got.map((token) => token.value)).size, 1)
@@ -35,15 +38,15 @@ t.test('instances on one Redis exchange once between them; the stored value is n
   const ttl = await redis.pttl(`${prefix}token`)
   t.ok(ttl > 3_590_000 && ttl <= 3_600_000, 'kept in Redis for the token\'s lifetime')
 
-  const late = instance(redis, prefix)
+  const late = await instance(t, redis, prefix)
   t.equal((await late.tokens.getToken()).value, got[0]?.value)
   t.equal(late.endpoint.exchanges, 0, 'a later instance adopts the shared token')
 })
 
 t.test('a token the upstream refused is never adopted again; the renewed one is shared', async (t) => {
   const { redis, prefix } = testRedis(t)
-  const a = instance(redis, prefix, 'a')
-  const b = instance(redis, prefix, 'b')
+  const a = await instance(t, redis, prefix, 'a')
+  const b = await instance(t, redis, prefix, 'b')
   const first = await a.tokens.getToken()
   t.equal((await b.tokens.getToken()).value, 'a-1')
   b.tokens.invalidate(first)
@@ -56,8 +59,8 @@ t.test('a token the upstream refused is never adopted again; the renewed one is 
 
 t.test('one instance\'s failed exchange makes the others fail fast, without an exchange of their own', async (t) => {
   const { redis, prefix } = testRedis(t)
-  const a = instance(redis, prefix)
-  const b = instance(redis, prefix)
+  const a = await instance(t, redis, prefix)
+  const b = await instance(t, redis, prefix)
   a.endpoint.failing = true
   await t.rejects(a.tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED' })
   await t.rejects(b.tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED', message: /next attempt in/ })
@@ -68,20 +71,23 @@ t.test('one instance\'s failed exchange makes the others fail fast, without an e
 
 t.test('the lock is released only by its owner', async (t) => {
   const { redis, prefix } = testRedis(t)
-  const s = store(redis, prefix)
-  const owner = await s.tryLock()
-  t.type(owner, 'string')
-  t.equal(await s.tryLock(), undefined, 'held')
-  await s.unlock('somebody-else')
-  t.equal(await s.tryLock(), undefined, 'still held')
-  await s.unlock(owner ?? '')
-  t.type(await s.tryLock(), 'string', 'free again')
+  const a = store(await testLayer(t, redis, prefix), prefix)
+  const b = store(await testLayer(t, redis, prefix), prefix)
+  const owner = await a.claim()
+  t.equal(owner.owner, true)
+  const waiter = await b.claim()
+  t.equal(waiter.owner, false, 'held')
+  await redis.set(`${prefix}token:lock`, 'somebody-else', 'KEEPTTL', 'XX')
+  if (owner.owner) await owner.release()
+  t.equal(await redis.get(`${prefix}token:lock`), 'somebody-else', 'a release frees only its own lock')
+  await redis.del(`${prefix}token:lock`)
+  t.equal((await b.claim()).owner, true, 'free again')
 })
 
 t.test('a lock left by a crashed owner expires, then one waiting instance exchanges', async (t) => {
   const { redis, prefix } = testRedis(t)
+  const waiting = await instance(t, redis, prefix, 'token', 300)
   await redis.set(`${prefix}token:lock`, 'crashed-instance', 'PX', 300)
-  const waiting = instance(redis, prefix, 'token', 300)
   t.equal((await waiting.tokens.getToken()).value, 'token-1')
   t.equal(waiting.endpoint.exchanges, 1)
 })
@@ -89,12 +95,12 @@ t.test('a lock left by a crashed owner expires, then one waiting instance exchan
 t.test('a value sealed with another secret is ignored', async (t) => {
   const { redis, prefix } = testRedis(t)
   await redis.set(`${prefix}token`, new TokenCipher('old-secret').seal('{"value":"x","lifetimeMs":1}', `${prefix}token`), 'PX', 60_000)
-  t.equal(await store(redis, prefix).read(), undefined)
+  t.equal(await store(await testLayer(t, redis, prefix), prefix).read(), undefined)
 })
 
 t.test('without Redis each instance keeps working on its own', async (t) => {
   const redis = deadRedis(t)
-  const { endpoint, tokens } = instance(redis, 'unused:')
+  const { endpoint, tokens } = await instance(t, redis, 'unused:')
   t.equal((await tokens.getToken()).value, 'token-1')
   t.equal(endpoint.exchanges, 1)
 })

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import type { RedisCommander } from 'ioredis'
-import type { RedisClient } from '../plugins/redis.js'
+import type { RedisClient } from './client.js'
+import type { RedisCommands } from './commands.js'
+import type { RedisHealth } from './health.js'
 
 /** What one instance tells the others about a key (an instance never hears its own events). */
-export type CacheEvent =
+export type BusEvent =
   /** A new version was stored (`etag` tells which). */
   | { type: 'filled', key: string, etag: string }
   /** The entry was purged: stale from now on. */
@@ -11,15 +12,16 @@ export type CacheEvent =
   /** A load's lock was released, with or without a new version (the load may have failed). */
   | { type: 'released', key: string }
 
-export interface CacheEventListener {
-  onEvent: (event: CacheEvent) => void
-  /** The subscription is gone: events may be missed until `ready` again. */
+export interface BusListener {
+  onEvent: (event: BusEvent) => void
+  /** The subscription is gone, or Redis is down: events may be missed until `ready` again. */
   onLost: () => void
 }
 
-export interface RedisEventsOptions {
+export interface RedisBusOptions {
   /** The shared client, for PUBLISH (a subscribed connection cannot send it). */
-  publisher: Pick<RedisCommander, 'publish'>
+  publisher: Pick<RedisCommands, 'publish'>
+  health: Pick<RedisHealth, 'up' | 'run' | 'listen'>
   /** A dedicated connection, owned here: closed with `close()`. */
   subscriber: RedisClient
   channel: string
@@ -33,16 +35,18 @@ const CODES = { filled: 'f', staled: 's', released: 'r' } as const
  * which keep every in-process tier coherent, and lock releases, which wake the instances waiting for
  * another one's load. Nothing polls.
  */
-export class RedisEvents {
-  readonly #options: RedisEventsOptions
-  readonly #listeners = new Set<CacheEventListener>()
+export class RedisBus {
+  readonly #options: RedisBusOptions
+  readonly #listeners = new Set<BusListener>()
   /** Tells this instance's messages from the others'. */
   readonly #origin = randomBytes(6).toString('base64url')
   #subscribed = false
 
-  constructor (options: RedisEventsOptions) {
+  constructor (options: RedisBusOptions) {
     this.#options = options
-    const { subscriber, channel } = options
+    const { subscriber, channel, health } = options
+    // A hung Redis may drop events without closing the subscription: nobody should count on them.
+    health.listen((up) => { if (!up) this.#notifyLost() })
     subscriber.on('error', options.onError)
     // Subscribe on every (re)connection: the subscription is what makes events reliable again.
     subscriber.on('ready', () => { this.#subscribe() })
@@ -57,15 +61,16 @@ export class RedisEvents {
 
   /** Whether events from the other instances reach this one right now. */
   get ready (): boolean {
-    return this.#subscribed
+    return this.#subscribed && this.#options.health.up
   }
 
-  listen (listener: CacheEventListener): void {
+  listen (listener: BusListener): void {
     this.#listeners.add(listener)
   }
 
-  async publish (event: CacheEvent): Promise<void> {
-    await this.#options.publisher.publish(this.#options.channel, encode(event, this.#origin))
+  async publish (event: BusEvent): Promise<void> {
+    const { publisher, channel, health } = this.#options
+    await health.run(async () => await publisher.publish(channel, encode(event, this.#origin)))
   }
 
   async close (): Promise<void> {
@@ -84,17 +89,21 @@ export class RedisEvents {
   #lost (): void {
     if (!this.#subscribed) return
     this.#subscribed = false
+    this.#notifyLost()
+  }
+
+  #notifyLost (): void {
     for (const listener of this.#listeners) listener.onLost()
   }
 }
 
 /** `<code> <origin> <etag or -> <key>`: the key goes last, so nothing in it can break the format. */
-function encode (event: CacheEvent, origin: string): string {
+function encode (event: BusEvent, origin: string): string {
   return `${CODES[event.type]} ${origin} ${event.type === 'filled' ? event.etag : '-'} ${event.key}`
 }
 
 /** Undefined for this instance's own messages and for anything unreadable. */
-function decode (message: string, ownOrigin: string): CacheEvent | undefined {
+function decode (message: string, ownOrigin: string): BusEvent | undefined {
   const [code = '', origin = '', etag] = message.split(' ', 3)
   if (origin === ownOrigin || etag === undefined) return undefined
   const key = message.slice(code.length + origin.length + etag.length + 3)

@@ -1,0 +1,144 @@
+import { CACHE_UNAVAILABLE } from '../errors.js'
+import type { RedisClock } from './clock.js'
+import type { RedisCommands } from './commands.js'
+
+/** What the health state needs of the client: PING and TIME, its connection status and events, and a way to drop a hung connection. */
+export interface ProbedClient extends Pick<RedisCommands, 'ping' | 'time'> {
+  status: string
+  on: (event: 'ready' | 'close', listener: () => void) => unknown
+  disconnect: (reconnect?: boolean) => void
+}
+
+export interface RedisHealthOptions {
+  client: ProbedClient
+  /** Set each time Redis comes up. */
+  clock: RedisClock
+  /** How often the probe pings while Redis is down. */
+  downProbeMs?: number
+  /** How often it pings while Redis is up: a hang is noticed even with no traffic. */
+  upProbeMs?: number
+  /** How long a caller waits for a command at most (whatever the client's own queues hold it back). */
+  commandTimeoutMs?: number
+  /** Reported on every change (metrics, logs). */
+  onChange?: (up: boolean, cause?: unknown) => void
+}
+
+export type HealthListener = (up: boolean) => void
+
+/**
+ * The one answer to "may we talk to Redis now?", read synchronously by every consumer. A command that
+ * times out or loses its connection flips it to down at once; from then on `run` rejects without
+ * sending anything, and only the background probe (a PING, never a caller) flips it back up.
+ * A ReplyError is Redis answering: it says nothing about Redis's health.
+ */
+export class RedisHealth {
+  readonly #client: ProbedClient
+  readonly #clock: RedisClock
+  readonly #upProbeEvery: number
+  readonly #commandTimeoutMs: number
+  readonly #onChange: NonNullable<RedisHealthOptions['onChange']>
+  readonly #listeners = new Set<HealthListener>()
+  readonly #timer: NodeJS.Timeout
+  #up = false
+  #probing = false
+  #closed = false
+  #ticks = 0
+
+  constructor ({ client, clock, downProbeMs = 250, upProbeMs = 1_000, commandTimeoutMs = 500, onChange = () => {} }: RedisHealthOptions) {
+    this.#client = client
+    this.#clock = clock
+    this.#upProbeEvery = Math.max(1, Math.round(upProbeMs / downProbeMs))
+    this.#commandTimeoutMs = commandTimeoutMs
+    this.#onChange = onChange
+    client.on('ready', () => { this.#probe() })
+    client.on('close', () => { this.#down(new Error('connection closed')) })
+    this.#timer = setInterval(() => { this.#tick() }, downProbeMs).unref()
+  }
+
+  get up (): boolean {
+    return this.#up && this.#client.status === 'ready'
+  }
+
+  listen (listener: HealthListener): void {
+    this.#listeners.add(listener)
+  }
+
+  /** Runs a command unless Redis is down; every failure rejects with CACHE_UNAVAILABLE. */
+  async run<T> (command: () => Promise<T>): Promise<T> {
+    if (!this.up) throw new CACHE_UNAVAILABLE('redis is down')
+    try {
+      return await this.#bounded(command())
+    } catch (error) {
+      if (!isReply(error)) this.#down(error)
+      throw new CACHE_UNAVAILABLE('a redis command failed', { cause: error })
+    }
+  }
+
+  /** The client's own timeout does not cover a command held in an auto-pipeline behind a hung socket. */
+  async #bounded<T> (command: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => { reject(new Error('Command timed out')) }, this.#commandTimeoutMs)
+    })
+    try {
+      return await Promise.race([command, timeout])
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  /** Stops probing; from now on nothing is sent. */
+  close (): void {
+    clearInterval(this.#timer)
+    this.#closed = true
+    this.#up = false
+  }
+
+  #tick (): void {
+    this.#ticks++
+    if (!this.#up || this.#ticks % this.#upProbeEvery === 0) this.#probe()
+  }
+
+  #probe (): void {
+    if (this.#probing) return
+    if (this.#client.status !== 'ready') return this.#down(new Error(`redis is ${this.#client.status}`))
+    this.#probing = true
+    this.#probeCommand().then(
+      () => this.#set(true),
+      (error: unknown) => this.#down(error)
+    ).finally(() => { this.#probing = false })
+  }
+
+  /** While up, a PING; coming up, a TIME, which also sets the clock before anyone converts a time with it. */
+  async #probeCommand (): Promise<void> {
+    if (this.#up) {
+      await this.#bounded(this.#client.ping())
+      return
+    }
+    const now = this.#clock.localNow
+    const sentAt = now()
+    const time = await this.#bounded(this.#client.time())
+    this.#clock.sync([String(time[0]), String(time[1])], sentAt, now())
+  }
+
+  #down (cause: unknown): void {
+    // A hung connection holds the commands already sent: dropping it fails them now and reconnects.
+    if (this.#up && isTimeout(cause)) this.#client.disconnect(true)
+    this.#set(false, cause)
+  }
+
+  #set (up: boolean, cause?: unknown): void {
+    if (up === this.#up || this.#closed) return
+    this.#up = up
+    this.#onChange(up, cause)
+    for (const listener of this.#listeners) listener(up)
+  }
+}
+
+function isReply (error: unknown): boolean {
+  return error instanceof Error && error.name === 'ReplyError'
+}
+
+function isTimeout (error: unknown): boolean {
+  return error instanceof Error && /timed out/i.test(error.message)
+}

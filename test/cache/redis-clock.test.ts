@@ -1,0 +1,73 @@
+import t from 'tap'
+import { buildApp } from '../../src/app.js'
+import { simulator, testConfig } from '../helper.js'
+import { cacheStack, eventually, REDIS_URL, untilRedisReady } from './helper.js'
+
+const ADMIN_TOKEN = 'clock-admin-token'
+const authorized = { authorization: `Bearer ${ADMIN_TOKEN}` }
+
+/** A host's clock: it runs, and is `shift` off (the test moves it further to age entries). */
+class HostClock {
+  #shiftMs: number
+  constructor (shiftSeconds: number) {
+    this.#shiftMs = shiftSeconds * 1000
+  }
+
+  readonly now = (): number => Date.now() + this.#shiftMs
+  advance (seconds: number): void {
+    this.#shiftMs += seconds * 1000
+  }
+}
+
+t.test('two instances whose clocks are 10 minutes apart agree on freshness, Age and purges', async (t) => {
+  const sim = await simulator(t)
+  const config = testConfig(sim, { REDIS_URL, ADMIN_TOKEN })
+  const clock = new HostClock(0)
+  const aheadClock = new HostClock(600)
+  const [behind, ahead] = await Promise.all([clock, aheadClock].map(async ({ now }) => {
+    const app = await buildApp({ config, now })
+    t.teardown(() => app.close())
+    return app
+  }))
+  if (behind === undefined || ahead === undefined) throw new Error('two apps')
+  await untilRedisReady(behind, 2)
+
+  for (const [filler, reader, username] of [[ahead, behind, 'zed'], [behind, ahead, 'yan']] as const) {
+    t.equal((await filler.inject(`/profile/${username}`)).headers['x-cache'], 'MISS')
+    const read = await reader.inject(`/profile/${username}`)
+    t.equal(read.headers['x-cache'], 'HIT')
+    const maxAge = Number(/max-age=(\d+)/.exec(String(read.headers['cache-control']))?.[1])
+    t.ok(maxAge >= 270 && maxAge <= 300, `${username}: max-age ${maxAge} within the 300 s freshness`)
+    t.ok(Number(read.headers.age) <= 1, `${username}: Age ${String(read.headers.age)}`)
+  }
+
+  const purge = await ahead.inject({ method: 'POST', url: '/admin/purge/zed', headers: authorized })
+  t.same(purge.json(), { username: 'zed', stale: 1 })
+  await eventually(async () => (await behind.inject('/profile/zed')).headers['x-cache'] === 'STALE', 'the purge holds on the instance behind')
+  await eventually(async () => (await behind.inject('/profile/zed')).headers['x-cache'] === 'HIT', 'revalidated')
+  for (let i = 0; i < 20; i++) {
+    for (const instance of [ahead, behind]) t.equal((await instance.inject('/profile/zed')).headers['x-cache'], 'HIT')
+  }
+  t.equal(sim.callsFor('profile', 'zed'), 2, 'one revalidation, no loop')
+
+  clock.advance(301)
+  aheadClock.advance(301)
+  t.equal((await behind.inject('/profile/yan')).headers['x-cache'], 'STALE', 'both clocks moved past the freshness')
+  await eventually(async () => (await ahead.inject('/profile/yan')).headers['x-cache'] === 'HIT', 'revalidated')
+  t.equal(sim.callsFor('profile', 'yan'), 2)
+})
+
+for (const [store, env] of [['redis', {}], ['in-process', { REDIS_URL: '' }]] as const) {
+  t.test(`${store}: a purge while a load is under way is not undone by that load`, async (t) => {
+    const { app, sim, clock } = await cacheStack(t, { env: { ADMIN_TOKEN, ...env }, sim: { latencyMs: 300 } })
+    const loading = app.inject('/profile/race')
+    await eventually(() => sim.callsFor('profile', 'race') === 1, 'the load reached the upstream')
+    clock.advance(1)
+    const purge = await app.inject({ method: 'POST', url: '/admin/purge/race', headers: authorized })
+    t.equal(purge.statusCode, 200)
+    t.equal((await loading).headers['x-cache'], 'MISS')
+    t.equal((await app.inject('/profile/race')).headers['x-cache'], 'STALE', 'stored as stale: the next read revalidates')
+    await eventually(async () => (await app.inject('/profile/race')).headers['x-cache'] === 'HIT', 'revalidated')
+    t.equal(sim.callsFor('profile', 'race'), 2)
+  })
+}

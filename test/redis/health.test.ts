@@ -1,0 +1,76 @@
+import { EventEmitter } from 'node:events'
+import t from 'tap'
+import { RedisClock } from '../../src/redis/clock.js'
+import { RedisHealth } from '../../src/redis/health.js'
+import { eventually } from '../cache/helper.js'
+
+/** A client the test drives: its status, what PING and TIME answer, and how often it was dropped. */
+class FakeClient extends EventEmitter {
+  status = 'ready'
+  answering = true
+  redisTimeMs = 1_000_000
+  pings = 0
+  disconnects = 0
+  ping = async (): Promise<'PONG'> => {
+    this.pings++
+    return this.answering ? 'PONG' : await new Promise<never>(() => {})
+  }
+
+  time = async (): Promise<number[]> => {
+    if (!this.answering) return await new Promise<never>(() => {})
+    return [Math.floor(this.redisTimeMs / 1000), (this.redisTimeMs % 1000) * 1000]
+  }
+
+  disconnect = (): void => { this.disconnects++ }
+}
+
+function healthOf (t: { teardown: (fn: () => void) => void }, client: FakeClient, localNow = 5_000_000) {
+  const changes: boolean[] = []
+  const clock = new RedisClock(() => localNow)
+  const health = new RedisHealth({ client, clock, downProbeMs: 10, upProbeMs: 20, commandTimeoutMs: 50, onChange: (up) => changes.push(up) })
+  t.teardown(() => health.close())
+  return { health, changes, clock }
+}
+
+t.test('the probe brings Redis up and sets the clock; a timed-out command marks it down at once and drops the connection', async (t) => {
+  const client = new FakeClient()
+  const { health, changes, clock } = healthOf(t, client)
+  t.equal(health.up, false, 'down until the probe has an answer')
+  await eventually(() => health.up, 'probed up')
+  t.equal(clock.toRedis(5_000_000), 1_000_000, 'the offset to Redis measured when it came up')
+  t.equal(clock.toLocal(1_000_300), 5_000_300)
+
+  let sent = 0
+  const hung = async (): Promise<string> => { sent++; return await new Promise<never>(() => {}) }
+  await t.rejects(health.run(hung), { code: 'CACHE_UNAVAILABLE', message: /a redis command failed/ })
+  t.equal(health.up, false)
+  t.equal(client.disconnects, 1, 'the hung connection is dropped, failing what is queued on it')
+  await t.rejects(health.run(hung), { code: 'CACHE_UNAVAILABLE', message: /redis is down/ })
+  t.equal(sent, 1, 'nothing is sent while down')
+  t.same(changes, [true, false])
+})
+
+t.test('a reply error is Redis answering: it stays up', async (t) => {
+  const client = new FakeClient()
+  const { health } = healthOf(t, client)
+  await eventually(() => health.up, 'probed up')
+  const replyError = Object.assign(new Error('WRONGTYPE'), { name: 'ReplyError' })
+  Object.defineProperty(replyError, 'name', { value: 'ReplyError' })
+  await t.rejects(health.run(async () => await Promise.reject(replyError)), { code: 'CACHE_UNAVAILABLE' })
+  t.equal(health.up, true)
+  t.equal(await health.run(async () => 'OK'), 'OK')
+})
+
+t.test('a hang with no traffic is seen by the probe, and only the probe brings Redis back', async (t) => {
+  const client = new FakeClient()
+  const { health, changes } = healthOf(t, client)
+  await eventually(() => health.up, 'probed up')
+  client.answering = false
+  await eventually(() => !health.up, 'the probe\'s PING timed out', 2_000)
+  client.answering = true
+  await eventually(() => health.up, 'probed up again', 2_000)
+  client.status = 'reconnecting'
+  client.emit('close')
+  t.equal(health.up, false, 'a lost connection is down at once')
+  t.same(changes, [true, false, true, false])
+})
