@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
-import { loggerOptions, OneLinePerRequest, requestId } from './logging.js'
+import { loggerOptions, OneLinePerRequest, requestId } from './logging/logging.js'
 import configPlugin from './plugins/config.js'
 import errorHandler from './plugins/error-handler.js'
 import redis from './plugins/redis.js'

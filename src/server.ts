@@ -2,7 +2,7 @@ import closeWithGrace from 'close-with-grace'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
-import { BatchedLogOutput, loggerOptions } from './logging.js'
+import { BatchedLogOutput, loggerOptions } from './logging/logging.js'
 
 // The only module that reads process.env, picks the log transport and listens.
 // Behaviour never depends on NODE_ENV: everything is in the configuration.

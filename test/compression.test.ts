@@ -1,6 +1,6 @@
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import t from 'tap'
-import { EncodedBodies, MIN_ENCODED_BYTES, preferredCoding } from '../src/encoded-bodies.js'
+import { EncodedBodies, MIN_ENCODED_BYTES, preferredCoding } from '../src/http/encoded-bodies.js'
 import { cacheStack } from './cache/helper.js'
 
 const members = Array.from({ length: 30 }, (_, i) => `c-${i}`)

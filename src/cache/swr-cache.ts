@@ -1,7 +1,7 @@
 import { isFresh, isServable, sameVersion, type CacheEntry } from './cache-entry.js'
 import type { Claim } from '../redis/owner-lock.js'
 import type { CacheStore } from './store.js'
-import { noTelemetry, type Resource, type Telemetry } from '../telemetry.js'
+import { noTelemetry, type Resource, type Telemetry } from '../telemetry/telemetry.js'
 
 export type CacheState = 'HIT' | 'MISS' | 'STALE' | 'BYPASS'
 

@@ -5,7 +5,7 @@ import { DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, MemoryStore } from '../cache/me
 import { RedisStore } from '../cache/redis-store.js'
 import type { CacheStore } from '../cache/store.js'
 import { SwrCache, type SwrCacheOptions } from '../cache/swr-cache.js'
-import { Lookups } from '../lookups.js'
+import { Lookups } from '../lookups/lookups.js'
 import { LOCK_TTL_MS, type RedisLayer } from './redis.js'
 
 declare module 'fastify' {

@@ -1,8 +1,8 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import findMyWay from 'find-my-way'
-import { shortPrefix } from '../caller-input.js'
-import { errorResponse } from '../error-response.js'
+import { shortPrefix } from '../http/caller-input.js'
+import { errorResponse } from '../http/error-response.js'
 import { METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.js'
 
 /** Sets headers every answer carries (CORS, security, request id) on one answer. */

@@ -2,7 +2,7 @@ import rateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStoreCtor }
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { RATE_LIMITED, withRetryAfter } from '../errors.js'
-import { SharedRateCounts } from '../shared-rate-counts.js'
+import { SharedRateCounts } from '../redis/shared-rate-counts.js'
 import { DOCS_PREFIX } from './docs.js'
 
 const MINUTE_MS = 60_000

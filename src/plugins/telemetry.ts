@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { PrometheusTelemetry } from '../metrics.js'
+import { PrometheusTelemetry } from '../telemetry/prometheus-telemetry.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

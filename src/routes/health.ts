@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type, type Static } from '@sinclair/typebox'
-import { errorResponse } from '../error-response.js'
+import { errorResponse } from '../http/error-response.js'
 import { SHUTTING_DOWN } from '../errors.js'
 import { ErrorResponse } from '../schemas/common.js'
 

@@ -2,13 +2,13 @@ import fastifyCaching, { type AbstractCacheCompliantObject } from '@fastify/cach
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { UsernameParams } from '../schemas/common.js'
-import { EncodedBodies } from '../encoded-bodies.js'
+import { EncodedBodies } from '../http/encoded-bodies.js'
 import { fieldErrorResponses, lookupErrorResponses } from '../schemas/error-docs.js'
 import { CACHED_HEADERS, withHeaders } from '../schemas/headers.js'
 import { FIELD_BY_QUERY, FieldQuery, FieldResponse, ProfileResponse, TimelineResponse, type ProfileField } from '../schemas/profile.js'
 import batchRoutes from './batch.js'
-import { serveCached } from './serve-cached.js'
-import { timed } from './timed.js'
+import { serveCached } from '../http/serve-cached.js'
+import { timed } from '../http/timed.js'
 
 const errorResponses = {
   304: withHeaders(Type.Null({ description: 'Not Modified: the caller\'s If-None-Match is current' }), CACHED_HEADERS),

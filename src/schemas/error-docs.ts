@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import { Type, type TObject } from '@sinclair/typebox'
-import { errorResponse } from '../error-response.js'
+import { errorResponse } from '../http/error-response.js'
 import * as errors from '../errors.js'
 import { StringEnum, type ErrorResponse } from './common.js'
 import { ERROR_HEADERS } from './headers.js'

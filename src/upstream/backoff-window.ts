@@ -1,4 +1,4 @@
-import type { Telemetry } from '../telemetry.js'
+import type { Telemetry } from '../telemetry/telemetry.js'
 import type { SharedWindow } from '../redis/shared-window.js'
 
 export interface BackoffWindowOptions {

@@ -1,4 +1,4 @@
-import type { BreakerState, Telemetry } from '../telemetry.js'
+import type { BreakerState, Telemetry } from '../telemetry/telemetry.js'
 
 export interface CircuitBreakerOptions {
   /** Consecutive failures that open the circuit. */

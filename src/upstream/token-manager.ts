@@ -1,5 +1,5 @@
 import { UPSTREAM_AUTH_FAILED } from '../errors.js'
-import type { Telemetry } from '../telemetry.js'
+import type { Telemetry } from '../telemetry/telemetry.js'
 import type { UpstreamLog } from './log.js'
 import type { MintedToken } from './token-endpoint.js'
 import type { Claim } from '../redis/owner-lock.js'

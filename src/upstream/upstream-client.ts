@@ -4,7 +4,7 @@ import {
   UPSTREAM_AUTH_FAILED, UPSTREAM_ERROR, UPSTREAM_INVALID_RESPONSE, UPSTREAM_RATE_LIMITED, UPSTREAM_TIMEOUT, withRetryAfter
 } from '../errors.js'
 import { readUpstreamProfile, readUpstreamTimeline, type ProfileResponse, type TimelineResponse } from '../schemas/profile.js'
-import type { BreakerState, Resource, Telemetry, UpstreamOutcome } from '../telemetry.js'
+import type { BreakerState, Resource, Telemetry, UpstreamOutcome } from '../telemetry/telemetry.js'
 import type { BackoffWindow } from './backoff-window.js'
 import type { CircuitBreaker } from './circuit-breaker.js'
 import type { ConcurrencyLimiter } from './concurrency-limiter.js'

@@ -140,7 +140,7 @@ t.test('a CPU profile is charged to the package or our function that asked for t
       frame(1, '(root)', '', [2, 3, 8, 9]),
       frame(2, 'onRequest', 'file:///repo/node_modules/fastify/lib/route.js', [4, 5]),
       frame(3, 'parserOnIncoming', 'node:_http_server'),
-      frame(4, 'serveCached', 'file:///repo/dist/routes/serve-cached.js', [6]),
+      frame(4, 'serveCached', 'file:///repo/dist/http/serve-cached.js', [6]),
       frame(5, 'write', 'file:///repo/node_modules/pino/lib/proto.js', [7]),
       frame(6, 'setHeader', 'node:_http_outgoing'),
       frame(7, 'writeSync', 'node:fs'),
@@ -155,7 +155,7 @@ t.test('a CPU profile is charged to the package or our function that asked for t
   t.equal(summary.idleMs, 5)
   const areas = Object.fromEntries(summary.areasBlamed.map((cost) => [cost.name, cost.ms]))
   t.same(areas, { pino: 3, 'our code': 2, 'node core': 2, fastify: 1, '(garbage collector)': 0.5 })
-  t.same(summary.oursBlamed.map((cost) => [cost.name, cost.ms]), [['serveCached dist/routes/serve-cached.js:1', 2]])
+  t.same(summary.oursBlamed.map((cost) => [cost.name, cost.ms]), [['serveCached dist/http/serve-cached.js:1', 2]])
   t.equal(summary.topSelf[0]?.name, 'writeSync node:fs:1')
   const lastSamples = summarizeProfile(profile, root, { lastMs: 6 })
   t.equal(lastSamples.idleMs, 5, 'the idle sample ends 0.5 ms before the end')

@@ -3,7 +3,7 @@ import { createEntry, FRESHNESS_JITTER, type CacheEntry } from '../../src/cache/
 import { MemoryStore } from '../../src/cache/memory-store.js'
 import type { CacheStore } from '../../src/cache/store.js'
 import { SwrCache, type CacheFailure, type CacheState } from '../../src/cache/swr-cache.js'
-import type { Resource } from '../../src/telemetry.js'
+import type { Resource } from '../../src/telemetry/telemetry.js'
 import { Clock } from './helper.js'
 
 const freshness = { freshMs: 300_000, staleMs: 86_400_000 }

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream'
 import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
-import { BatchedLogOutput, loggerOptions } from '../../src/logging.js'
+import { BatchedLogOutput, loggerOptions } from '../../src/logging/logging.js'
 import { stack } from '../helper.js'
 
 type Line = Record<string, unknown> & { level: number, msg: string, reqId?: string }

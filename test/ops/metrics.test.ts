@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { PrometheusTelemetry } from '../../src/metrics.js'
+import { PrometheusTelemetry } from '../../src/telemetry/prometheus-telemetry.js'
 import { stack } from '../helper.js'
 import { eventually, RedisServer } from '../cache/helper.js'
 import { metric, parseMetrics, type Sample } from './prometheus.js'

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import t from 'tap'
 import type { TSchema } from '@sinclair/typebox'
 import { ConfigSchema } from '../../src/config.js'
-import { PrometheusTelemetry } from '../../src/metrics.js'
+import { PrometheusTelemetry } from '../../src/telemetry/prometheus-telemetry.js'
 import { ReadinessBody } from '../../src/routes/health.js'
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { SharedRateCounts, type RateCount, type SharedRateCountsOptions } from '../../src/shared-rate-counts.js'
+import { SharedRateCounts, type RateCount, type SharedRateCountsOptions } from '../../src/redis/shared-rate-counts.js'
 import { fakeHealth, testRedis } from '../upstream/redis-fixture.js'
 
 type CountsRedis = SharedRateCountsOptions['redis']

@@ -1,5 +1,5 @@
 import { UPSTREAM_AUTH_FAILED } from '../../src/errors.js'
-import { noTelemetry, type Telemetry } from '../../src/telemetry.js'
+import { noTelemetry, type Telemetry } from '../../src/telemetry/telemetry.js'
 import type { UpstreamLog } from '../../src/upstream/log.js'
 import type { MintedToken } from '../../src/upstream/token-endpoint.js'
 

@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { Redis } from 'ioredis'
-import { noTelemetry } from '../../src/telemetry.js'
+import { noTelemetry } from '../../src/telemetry/telemetry.js'
 import { silentLog } from '../../src/upstream/log.js'
 import { TokenCipher } from '../../src/upstream/token-cipher.js'
 import { TokenManager } from '../../src/upstream/token-manager.js'

@@ -1,9 +1,9 @@
 import type { CacheEntry } from '../cache/cache-entry.js'
 import type { Served } from '../cache/swr-cache.js'
-import { shortPrefix } from '../caller-input.js'
-import { errorResponse } from '../error-response.js'
+import { shortPrefix } from './caller-input.js'
+import { errorResponse } from './error-response.js'
 import { INVALID_USERNAME, PROFILE_NOT_FOUND } from '../errors.js'
-import type { User } from '../lookups.js'
+import type { User } from '../lookups/lookups.js'
 import type { ErrorResponse } from '../schemas/common.js'
 import type { ProfileField } from '../schemas/profile.js'
 

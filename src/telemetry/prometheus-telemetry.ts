@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
-import type { CacheState } from './cache/swr-cache.js'
+import type { CacheState } from '../cache/swr-cache.js'
 import type { BreakerState, Resource, Telemetry, UpstreamOutcome } from './telemetry.js'
 
 /** What one answered request looked like, as the request metrics label it. */

@@ -1,5 +1,5 @@
-import type { RedisCommands } from './redis/commands.js'
-import type { RedisHealth } from './redis/health.js'
+import type { RedisCommands } from './commands.js'
+import type { RedisHealth } from './health.js'
 
 export interface SharedRateCountsOptions {
   redis: Pick<RedisCommands, 'incrby' | 'pexpire'>

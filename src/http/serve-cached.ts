@@ -1,7 +1,7 @@
 import type { FastifyReply } from 'fastify'
 import type { CacheState, Served } from '../cache/swr-cache.js'
-import { shortPrefix } from '../caller-input.js'
-import { preferredCoding, type EncodedBodies } from '../encoded-bodies.js'
+import { shortPrefix } from './caller-input.js'
+import { preferredCoding, type EncodedBodies } from './encoded-bodies.js'
 import { PROFILE_NOT_FOUND } from '../errors.js'
 
 /** A body as sent, and the tag that names this version of it. */

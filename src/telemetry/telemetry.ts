@@ -1,4 +1,4 @@
-import type { CacheState } from './cache/swr-cache.js'
+import type { CacheState } from '../cache/swr-cache.js'
 
 /** What the upstream answered to one call, as metrics and logs name it. */
 export type UpstreamOutcome =
@@ -10,7 +10,7 @@ export type BreakerState = 'closed' | 'open' | 'half_open'
 
 /**
  * The events operators watch, reported by the logic classes (token manager, upstream client, cache)
- * without knowing how they are exported. The telemetry plugin implements it with prom-client (src/metrics.ts);
+ * without knowing how they are exported. The telemetry plugin implements it with prom-client (telemetry/prometheus-telemetry.ts);
  * `noTelemetry` serves unit tests and anything built without an app.
  */
 export interface Telemetry {

@@ -1,9 +1,9 @@
 import pMap from 'p-map'
-import { createEntry, type CacheEntry, type Freshness } from './cache/cache-entry.js'
-import { cacheKey, ENTRY_KINDS, type EntryKind } from './cache/keys.js'
-import type { Served, SwrCache } from './cache/swr-cache.js'
-import type { ProfileField } from './schemas/profile.js'
-import type { UpstreamAnswer, UpstreamClient } from './upstream/upstream-client.js'
+import { createEntry, type CacheEntry, type Freshness } from '../cache/cache-entry.js'
+import { cacheKey, ENTRY_KINDS, type EntryKind } from '../cache/keys.js'
+import type { Served, SwrCache } from '../cache/swr-cache.js'
+import type { ProfileField } from '../schemas/profile.js'
+import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client.js'
 
 export interface LookupsOptions {
   cache: Pick<SwrCache, 'get' | 'markStale'>
