@@ -65,6 +65,8 @@ async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptio
     channel: eventsChannel(app.config.CACHE_KEY_PREFIX),
     onError
   })
+  // Down until the first probe answers: an operator sees 0, not a gap, while Redis is still unreached.
+  app.telemetry.redis(false)
   const lock = new OwnerLock({ redis: client, health, bus, ttlMs: LOCK_TTL_MS, onError })
   app.decorate<RedisClient>('redis', client)
   app.decorate<RedisLayer>('redisLayer', { client, health, clock, bus, lock })
