@@ -61,9 +61,11 @@ t.test('the metric table lists every metric the service registers, with its type
   t.match(operations, /Node's default process\s+metrics/)
 })
 
-t.test('the health routes are described with every value /readyz can report', async (t) => {
+t.test('the health routes are described with every value /readyz can report, and only its fields', async (t) => {
   t.match(operations, /`GET \/healthz`/)
   t.match(operations, /`GET \/readyz`/)
+  const body = /`GET \/readyz` \| readiness: `200 \{([^}]*)\}`/.exec(operations)?.[1] ?? ''
+  t.same(body.split(',').map((field) => field.trim().replace(/"/g, '')).sort(), Object.keys(ReadinessBody.properties).sort())
   for (const [field, schema] of Object.entries(ReadinessBody.properties)) {
     t.match(operations, `\`${field}\``, field)
     for (const literal of (schema as TSchema).anyOf as TSchema[]) t.match(operations, `\`${String(literal.const)}\``, `${field}: ${String(literal.const)}`)
@@ -71,8 +73,17 @@ t.test('the health routes are described with every value /readyz can report', as
 })
 
 t.test('the operations section says how to run N instances behind a load balancer on one Redis', async (t) => {
-  const scaling = operations.slice(operations.indexOf('### N instances behind a load balancer, on one Redis'))
-  t.ok(scaling.length > 0)
+  const heading = operations.indexOf('### N instances behind a load balancer, on one Redis')
+  t.not(heading, -1)
+  const scaling = operations.slice(heading)
   for (const needed of ['REDIS_URL', 'CACHE_KEY_PREFIX', 'TRUST_PROXY', '/readyz', '/healthz', 'SHUTDOWN_TIMEOUT_MS']) t.match(scaling, needed)
   t.match(operations, /docker compose up --build/)
+})
+
+t.test('every `npm run` command the README names is a script of the package it names', async (t) => {
+  const scripts = (file: string): Record<string, string> => JSON.parse(readFileSync(new URL(file, import.meta.url), 'utf8')).scripts
+  const packages = new Map([['', scripts('../../package.json')], ['client', scripts('../../client/package.json')]])
+  const named = [...readme.matchAll(/npm run ([\w:-]+)(?: -w (\w+))?/g)]
+  t.ok(named.length >= 5)
+  for (const [command, script = '', workspace = ''] of named) t.ok(packages.get(workspace)?.[script], command)
 })
