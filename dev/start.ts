@@ -1,7 +1,7 @@
 import { startSimulator } from './simulator.js'
 
 // `npm run dev`: the upstream simulator in this process, then the real server entry in front of it,
-// with the in-process cache. Variables already set (or in .env) win over these defaults.
+// with the in-process cache. Variables already set in the environment win over these defaults.
 const simulator = await startSimulator({ port: Number(process.env.SIM_PORT ?? 4010), latencyMs: 30 })
 process.env.UPSTREAM_BASE_URL ??= simulator.baseUrl
 process.env.AUTH_URL ??= simulator.authUrl
