@@ -3,7 +3,7 @@ import fp from 'fastify-plugin'
 import findMyWay from 'find-my-way'
 import { shortPrefix } from '../http/caller-input.js'
 import { errorResponse } from '../http/error-response.js'
-import { METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.js'
+import { EXPECTED_FAILURES, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.js'
 
 /** Sets headers every answer carries (CORS, security, request id) on one answer. */
 export type AnswerHeaders = (request: FastifyRequest, reply: FastifyReply) => void
@@ -36,11 +36,10 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
 
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const body = errorResponse(error)
-    // Load shedding is expected under load: a warn, not one error line per refused request.
-    if (body.statusCode >= 500 && !body.code.startsWith('UPSTREAM_') && body.code !== 'SERVICE_OVERLOADED') {
-      request.log.error({ err: error }, 'request failed')
-    } else if (body.statusCode >= 500 || body.statusCode === 429) {
+    if (EXPECTED_FAILURES.has(body.code)) {
       request.log.warn({ err: error }, body.message)
+    } else if (body.statusCode >= 500) {
+      request.log.error({ err: error }, 'request failed')
     }
     const retryAfter = retryAfterOf(error)
     if (retryAfter !== undefined) reply.header('retry-after', retryAfter)
