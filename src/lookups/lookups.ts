@@ -1,7 +1,8 @@
 import pMap from 'p-map'
 import { createEntry, type CacheEntry, type Freshness } from '../cache/cache-entry.js'
-import { cacheKey, ENTRY_KINDS, type EntryKind } from '../cache/keys.js'
+import { cacheKey } from '../cache/keys.js'
 import type { Served, SwrCache } from '../cache/swr-cache.js'
+import { RESOURCES, type Resource } from '../resources.js'
 import type { ProfileField } from '../schemas/profile.js'
 import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client.js'
 
@@ -71,10 +72,10 @@ export class Lookups {
 
   /** Admin purge: the member's profile and timeline entries (negative ones too) become stale. */
   async purge (username: string): Promise<number> {
-    return await this.#options.cache.markStale(ENTRY_KINDS.map((kind) => cacheKey(this.#options.keyPrefix, kind, username)))
+    return await this.#options.cache.markStale(RESOURCES.map((kind) => cacheKey(this.#options.keyPrefix, kind, username)))
   }
 
-  async #get (kind: EntryKind, username: string, fetch: () => Promise<UpstreamAnswer<unknown>>): Promise<Served> {
+  async #get (kind: Resource, username: string, fetch: () => Promise<UpstreamAnswer<unknown>>): Promise<Served> {
     const key = cacheKey(this.#options.keyPrefix, kind, username)
     return await this.#options.cache.get(key, kind, async (): Promise<CacheEntry> => {
       const answer = await fetch()

@@ -1,10 +1,9 @@
-import type { CacheState } from '../cache/swr-cache.js'
+import type { CacheState } from '../cache/cache-entry.js'
+import type { Resource } from '../resources.js'
 
 /** What the upstream answered to one call, as metrics and logs name it. */
 export type UpstreamOutcome =
   | 'ok' | 'not_found' | 'error' | 'timeout' | 'invalid' | 'rate_limited' | 'auth_refused' | 'short_circuited'
-
-export type Resource = 'profile' | 'timeline'
 
 export type BreakerState = 'closed' | 'open' | 'half_open'
 

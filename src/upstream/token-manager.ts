@@ -1,15 +1,10 @@
 import { UPSTREAM_AUTH_FAILED } from '../errors.js'
 import type { Telemetry } from '../telemetry/telemetry.js'
+import type { AccessToken } from './access-token.js'
 import type { UpstreamLog } from './log.js'
 import type { MintedToken } from './token-endpoint.js'
 import type { Claim } from '../redis/owner-lock.js'
 import type { TokenStore } from './token-store.js'
-
-export interface AccessToken {
-  value: string
-  issuedAt: number
-  expiresAt: number
-}
 
 /** What /readyz reports: no token yet, one held, an exchange under way, or the identity provider failing. */
 export type TokenState = 'none' | 'held' | 'renewing' | 'failing'

@@ -4,12 +4,14 @@ import {
   UPSTREAM_AUTH_FAILED, UPSTREAM_ERROR, UPSTREAM_INVALID_RESPONSE, UPSTREAM_RATE_LIMITED, UPSTREAM_TIMEOUT, withRetryAfter
 } from '../errors.js'
 import { readUpstreamProfile, readUpstreamTimeline, type ProfileResponse, type TimelineResponse } from '../schemas/profile.js'
-import type { BreakerState, Resource, Telemetry, UpstreamOutcome } from '../telemetry/telemetry.js'
+import type { Resource } from '../resources.js'
+import type { BreakerState, Telemetry, UpstreamOutcome } from '../telemetry/telemetry.js'
 import type { BackoffWindow } from './backoff-window.js'
 import type { CircuitBreaker } from './circuit-breaker.js'
 import type { ConcurrencyLimiter } from './concurrency-limiter.js'
 import type { UpstreamLog } from './log.js'
-import type { AccessToken, TokenManager } from './token-manager.js'
+import type { AccessToken } from './access-token.js'
+import type { TokenManager } from './token-manager.js'
 import { isConnectionError, isTimeout, isTooLarge } from './transport-errors.js'
 
 /** What a lookup found: the validated body, or that the upstream has no such member. */
