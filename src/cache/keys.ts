@@ -3,7 +3,7 @@ import type { Resource } from '../resources.js'
 /**
  * Bump when the shape of a cached body changes: a deploy then reads none of the old-shaped entries.
  */
-export const SCHEMA_VERSION = 'v1'
+const SCHEMA_VERSION = 'v1'
 
 /**
  * `<prefix>v1:{<username>}:<kind>`. The braces are a Redis Cluster hash tag: one username's entries

@@ -1,8 +1,9 @@
 import pMap from 'p-map'
-import { createEntry, type CacheEntry, type Freshness } from '../cache/cache-entry.js'
+import { createEntry, type CacheEntry } from '../cache/cache-entry.js'
 import { cacheKey } from '../cache/keys.js'
 import type { Served, SwrCache } from '../cache/swr-cache.js'
 import { RESOURCES, type Resource } from '../resources.js'
+import type { FreshnessPolicy } from './freshness.js'
 import type { ProfileField } from '../schemas/profile.js'
 import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client.js'
 
@@ -10,9 +11,7 @@ export interface LookupsOptions {
   cache: Pick<SwrCache, 'get' | 'markStale'>
   upstream: Pick<UpstreamClient, 'profile' | 'timeline'>
   keyPrefix: string
-  profile: Freshness
-  timeline: Freshness
-  notFound: Freshness
+  freshness: FreshnessPolicy
   now?: () => number
   /** For the freshness jitter (tests pin it). */
   random?: () => number
@@ -76,13 +75,13 @@ export class Lookups {
   }
 
   async #get (kind: Resource, username: string, fetch: () => Promise<UpstreamAnswer<unknown>>): Promise<Served> {
-    const key = cacheKey(this.#options.keyPrefix, kind, username)
-    return await this.#options.cache.get(key, kind, async (): Promise<CacheEntry> => {
+    const { keyPrefix, cache, freshness } = this.#options
+    return await cache.get(cacheKey(keyPrefix, kind, username), kind, async (): Promise<CacheEntry> => {
       const answer = await fetch()
       const now = this.#now()
       return answer.found
-        ? createEntry(200, JSON.stringify(answer.body), now, this.#options[kind], this.#random)
-        : createEntry(404, '', now, this.#options.notFound, this.#random)
+        ? createEntry(200, JSON.stringify(answer.body), now, freshness[kind], this.#random)
+        : createEntry(404, '', now, freshness.notFound, this.#random)
     })
   }
 

@@ -4,6 +4,7 @@ import findMyWay from 'find-my-way'
 import { shortPrefix } from '../http/caller-input.js'
 import { errorResponse } from '../http/error-response.js'
 import { EXPECTED_FAILURES, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.js'
+import { freshnessPolicy } from '../lookups/freshness.js'
 
 /** Sets headers every answer carries (CORS, security, request id) on one answer. */
 export type AnswerHeaders = (request: FastifyRequest, reply: FastifyReply) => void
@@ -22,7 +23,7 @@ declare module 'fastify' {
 
 /** One place where every failure becomes the contract's JSON error, with the right caching headers. */
 async function errorHandler (app: FastifyInstance): Promise<void> {
-  const notFoundMaxAge = app.config.NOT_FOUND_TTL_SECONDS
+  const notFoundMaxAge = freshnessPolicy(app.config).notFound.freshMs / 1000
   const methods = routeMethods(app)
   app.decorate('answerHeaders', [])
 

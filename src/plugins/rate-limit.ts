@@ -10,7 +10,7 @@ const MINUTE_MS = 60_000
  * Clients counted at once without Redis (least recently seen first out past it). A count costs ~200 bytes
  * (IPv4; ~290 for IPv6, measured on 100,000 keys): 100,000 clients in one minute take 20-29 MiB.
  */
-export const RATE_LIMIT_CLIENTS = 100_000
+const RATE_LIMIT_CLIENTS = 100_000
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -20,7 +20,7 @@ declare module 'fastify' {
 }
 
 /** Routes for operators, orchestrators and the docs: never counted against a client's budget. */
-export function isOperationalRoute (route: string | undefined): boolean {
+function isOperationalRoute (route: string | undefined): boolean {
   if (route === undefined) return false
   return route === '/healthz' || route === '/readyz' || route === '/metrics' || route === DOCS_PREFIX || route.startsWith(`${DOCS_PREFIX}/`)
 }

@@ -18,7 +18,7 @@ import { validationErrors } from '../http/validation-errors.js'
 
 const usernameCheck = TypeCompiler.Compile(Username)
 
-export interface BatchRoutesOptions {
+interface BatchRoutesOptions {
   encodings: EncodedBodies
 }
 

@@ -40,7 +40,7 @@ export interface UpstreamClientOptions {
 export const MAX_RETRY_AFTER_SECONDS = 300
 const DEFAULT_RETRY_AFTER_SECONDS = 5
 /** The one retry after a connection error waits this long plus up to as much again, at random. */
-export const CONNECTION_RETRY_DELAY_MS = 100
+const CONNECTION_RETRY_DELAY_MS = 100
 
 /** How one call ended: an answer, or the coded error the caller gets. */
 type Call<T> = { outcome: UpstreamOutcome, answer: UpstreamAnswer<T> } | { outcome: UpstreamOutcome, error: Error }
@@ -240,7 +240,7 @@ function isAuthRefusal (status: number): boolean {
 }
 
 /** Retry-After in seconds or as an HTTP date, capped; a missing or unreadable one means a short pause. */
-export function retryAfterSeconds (header: string | string[] | undefined, now = Date.now()): number {
+function retryAfterSeconds (header: string | string[] | undefined, now = Date.now()): number {
   const value = Array.isArray(header) ? header[0] : header
   if (value === undefined) return DEFAULT_RETRY_AFTER_SECONDS
   const seconds = /^\d+$/.test(value.trim()) ? Number(value) : (Date.parse(value) - now) / 1000
