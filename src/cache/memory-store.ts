@@ -16,11 +16,7 @@ export interface MemoryStoreOptions {
   now?: () => number
 }
 
-/**
- * The embedded default, for a single instance, and the store an instance keeps while Redis is away:
- * a bounded map in this process (least recently used entries go first), each entry forgotten when it
- * can no longer be served.
- */
+/** The embedded default, and an instance's own store while Redis is away: bounded, each entry gone once unservable. */
 export class MemoryStore implements CacheStore {
   readonly #entries: LRUCache<string, CacheEntry>
   /** When each key was last purged, while a load that started before may still be running. */

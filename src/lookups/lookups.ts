@@ -56,11 +56,7 @@ export class Lookups {
     return { ...served, fieldBody: JSON.stringify({ [field]: this.userOf(served.entry)[field] }) }
   }
 
-  /**
-   * Several members' profiles, each through its own entry, as `profile` would serve it (same coalescing,
-   * SWR, stale-if-error); cold ones load in parallel, `concurrency` at a time. A failure
-   * is that member's answer, not the others'.
-   */
+  /** Several members' profiles, each as `profile` serves it; a failure is that member's answer, not the others'. */
   async profiles (usernames: readonly string[], concurrency: number): Promise<Array<PromiseSettledResult<Served>>> {
     // At most `concurrency` at once, so one batch never overflows the upstream client's bounded queue.
     return await pMap(usernames, async (username): Promise<PromiseSettledResult<Served>> => await this.profile(username).then(

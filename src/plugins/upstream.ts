@@ -26,11 +26,7 @@ interface UpstreamPluginOptions {
   now?: () => number
 }
 
-/**
- * Builds the way to the upstream: one keep-alive pool per origin, the token manager (sharing its
- * token through Redis when there is one) and the typed client with its limiter, back-off window and
- * circuit breaker. Closes the pools with the app.
- */
+/** The token manager and the upstream client, each origin on its own pool, closed with the app. */
 async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPluginOptions): Promise<void> {
   const { config, redisLayer, telemetry } = app
   const base = new URL(config.UPSTREAM_BASE_URL)

@@ -7,11 +7,7 @@ export type UpstreamOutcome =
 
 export type BreakerState = 'closed' | 'open' | 'half_open'
 
-/**
- * The events operators watch, reported by the logic classes (token manager, upstream client, cache)
- * without knowing how they are exported. The telemetry plugin implements it with prom-client (telemetry/prometheus-telemetry.ts);
- * `noTelemetry` serves unit tests and anything built without an app.
- */
+/** The events operators watch, so that the logic classes report them without knowing how they are exported. */
 export interface Telemetry {
   /** One client-credentials exchange (a token minted, or a failed attempt). */
   tokenExchange: (outcome: 'minted' | 'failed') => void

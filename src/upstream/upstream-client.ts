@@ -50,12 +50,8 @@ type Call<T> = { outcome: UpstreamOutcome, answer: UpstreamAnswer<T> } | { outco
 type Sent = { response: Dispatcher.ResponseData } | { outcome: UpstreamOutcome, error: Error }
 
 /**
- * One typed method per upstream resource. A call is refused at once during a back-off window or while
- * the breaker is open; otherwise it waits for one of the limited slots (dropped, never sent, if its
- * deadline passes first: a 504 for a caller who has waited UPSTREAM_TIMEOUT_MS), takes the token (inside the
- * slot, so a queued call never carries a token replaced while it waited), retries once with a new token
- * after a 401/403 and once after a connection error, validates the body, and turns every failure into
- * one of the contract's coded errors.
+ * One typed method per upstream resource; every failure becomes one of the contract's coded errors.
+ * The token is taken inside the limiter's slot, so a queued call never carries a token replaced while it waited.
  */
 export class UpstreamClient {
   readonly #options: UpstreamClientOptions
