@@ -7,7 +7,7 @@ import { originPool } from '../upstream/origin-pool.js'
 import { SharedWindow } from '../redis/shared-window.js'
 import { TokenCipher } from '../upstream/token-cipher.js'
 import { TokenEndpoint } from '../upstream/token-endpoint.js'
-import { TokenManager } from '../upstream/token-manager.js'
+import { exchangeWaitMs, TokenManager } from '../upstream/token-manager.js'
 import { RedisTokenStore } from '../upstream/token-store.js'
 import { UpstreamClient } from '../upstream/upstream-client.js'
 
@@ -17,9 +17,6 @@ declare module 'fastify' {
     upstream: UpstreamClient
   }
 }
-
-/** An exchange is bounded by UPSTREAM_TIMEOUT_MS: the others wait for it that long, and this much more. */
-const LOCK_SLACK_MS = 2_000
 
 interface UpstreamPluginOptions {
   /** The app's clock, for deadlines, the breaker, the back-off window and the token (tests move it). */
@@ -59,7 +56,7 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
     }),
     telemetry,
     log: tokenLog,
-    lockWaitMs: config.UPSTREAM_TIMEOUT_MS + LOCK_SLACK_MS,
+    lockWaitMs: exchangeWaitMs(config.UPSTREAM_TIMEOUT_MS),
     now
   })
 
