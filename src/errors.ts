@@ -43,6 +43,12 @@ export const CACHE_UNAVAILABLE = createError<[string, Cause?]>('CACHE_UNAVAILABL
 // Anything unexpected: the details go to the log only.
 export const INTERNAL_ERROR = createError('INTERNAL_ERROR', 'Internal server error', 500)
 
+/** Failures of what we depend on, or load we turn away: logged at warn, since nothing of ours is broken. */
+export const EXPECTED_FAILURES: ReadonlySet<string> = new Set([
+  new UPSTREAM_ERROR(''), new UPSTREAM_INVALID_RESPONSE(), new UPSTREAM_TIMEOUT(0), new UPSTREAM_AUTH_FAILED(''),
+  new UPSTREAM_RATE_LIMITED(0), new UPSTREAM_OVERLOADED(), new SERVICE_OVERLOADED(0), new RATE_LIMITED(0)
+].map((error) => error.code))
+
 /** An error that tells the caller when to come back (sent as `Retry-After`). */
 export interface RetryAfter {
   retryAfterSeconds: number

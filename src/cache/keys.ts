@@ -1,18 +1,16 @@
+import type { Resource } from '../resources.js'
+
 /**
  * Bump when the shape of a cached body changes: a deploy then reads none of the old-shaped entries.
  */
-export const SCHEMA_VERSION = 'v1'
-
-export type EntryKind = 'profile' | 'timeline'
-
-export const ENTRY_KINDS: readonly EntryKind[] = ['profile', 'timeline']
+const SCHEMA_VERSION = 'v1'
 
 /**
  * `<prefix>v1:{<username>}:<kind>`. The braces are a Redis Cluster hash tag: one username's entries
  * and locks land on one shard. The username is percent-encoded so that no character of it (a brace, a
  * colon) can change the key's structure.
  */
-export function cacheKey (prefix: string, kind: EntryKind, username: string): string {
+export function cacheKey (prefix: string, kind: Resource, username: string): string {
   return `${prefix}${SCHEMA_VERSION}:{${encodeURIComponent(username)}}:${kind}`
 }
 

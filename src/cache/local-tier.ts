@@ -1,5 +1,6 @@
 import { entrySize, isFresh, type CacheEntry } from './cache-entry.js'
-import { BoundedMap } from './bounded-map.js'
+import type { LRUCache } from 'lru-cache'
+import { boundedLru, setUntil } from './bounded-lru.js'
 import { MemoryStore } from './memory-store.js'
 import type { BusEvent, RedisBus } from '../redis/bus.js'
 import type { CacheStore } from './store.js'
@@ -10,14 +11,22 @@ export interface LocalTierOptions {
   /** `ready`: Redis is up and its events reach this instance, so the shared store may be used. */
   events: Pick<RedisBus, 'ready' | 'listen'>
   /** How long a copy of a shared entry is held here at most (it also leaves when it stops being fresh). */
-  ttlMs: number
-  maxEntries: number
-  maxBytes: number
-  /** While Redis is away: how many entries, and bytes, this instance keeps on its own. */
-  alone: { maxEntries: number, maxBytes: number }
+  ttlMs?: number
+  maxEntries?: number
+  maxBytes?: number
+  /** While Redis is away: how many entries, and bytes, this instance keeps on its own (default: the embedded store's). */
+  alone?: { maxEntries: number, maxBytes: number }
   purgeMemoryMs: number
   now?: () => number
 }
+
+/**
+ * Copies last a few seconds at most (a missed event, in a gap the reconnection did not notice, cannot
+ * last longer), and are few, since they only hold what is hot.
+ */
+const COPY_TTL_MS = 2_000
+const COPY_MAX_ENTRIES = 1_000
+const COPY_MAX_BYTES = 16 * 1024 * 1024
 
 /** Entries handed to Redis at once when it is back. */
 const REJOIN_BATCH = 100
@@ -32,7 +41,8 @@ const REJOIN_BATCH = 100
  */
 export class LocalTier implements CacheStore {
   readonly #options: LocalTierOptions
-  readonly #copies: BoundedMap<CacheEntry>
+  readonly #copies: LRUCache<string, CacheEntry>
+  readonly #copyTtlMs: number
   readonly #alone: MemoryStore
   readonly #now: () => number
   #rejoining: Promise<void> | undefined
@@ -49,8 +59,9 @@ export class LocalTier implements CacheStore {
 
   constructor (options: LocalTierOptions) {
     this.#options = options
-    this.#copies = new BoundedMap({ maxEntries: options.maxEntries, maxBytes: options.maxBytes, sizeOf: entrySize })
     this.#now = options.now ?? Date.now
+    this.#copies = boundedLru({ maxEntries: options.maxEntries ?? COPY_MAX_ENTRIES, maxBytes: options.maxBytes ?? COPY_MAX_BYTES, sizeOf: entrySize, now: this.#now })
+    this.#copyTtlMs = options.ttlMs ?? COPY_TTL_MS
     this.#alone = new MemoryStore({ ...options.alone, purgeMemoryMs: options.purgeMemoryMs, now: this.#now })
     options.events.listen({
       onEvent: (event) => this.#onEvent(event),
@@ -60,7 +71,7 @@ export class LocalTier implements CacheStore {
 
   async get (key: string): Promise<CacheEntry | undefined> {
     if (!this.#sharing()) return await this.#alone.get(key)
-    const local = this.#copies.get(key, this.#now())
+    const local = this.#copies.get(key)
     if (local !== undefined) return local
     let reading = this.#reading.get(key)
     if (reading === undefined) {
@@ -162,7 +173,7 @@ export class LocalTier implements CacheStore {
   #keep (key: string, entry: CacheEntry, generation: number): void {
     const now = this.#now()
     if (generation !== this.#generation || !this.#options.events.ready || !isFresh(entry, now)) return
-    this.#copies.set(key, entry, Math.min(now + this.#options.ttlMs, entry.freshUntil))
+    setUntil(this.#copies, key, entry, Math.min(now + this.#copyTtlMs, entry.freshUntil))
   }
 
   #onEvent (event: BusEvent): void {

@@ -1,12 +1,13 @@
 import { entrySize, markedStale, type CacheEntry } from './cache-entry.js'
-import { BoundedMap } from './bounded-map.js'
+import type { LRUCache } from 'lru-cache'
+import { boundedLru, setUntil } from './bounded-lru.js'
 import type { CacheStore } from './store.js'
 
 export const DEFAULT_MAX_ENTRIES = 10_000
 /** Counted as string lengths plus a little per entry: an approximation of the heap it takes. */
 export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 /** How long a purge is remembered for the loads that started before it: longer than a load may last. */
-export const DEFAULT_PURGE_MEMORY_MS = 60_000
+const DEFAULT_PURGE_MEMORY_MS = 60_000
 
 export interface MemoryStoreOptions {
   maxEntries?: number
@@ -15,23 +16,17 @@ export interface MemoryStoreOptions {
   now?: () => number
 }
 
-/**
- * The embedded default, for a single instance, and the store an instance keeps while Redis is away:
- * a bounded map in this process (least recently used entries go first), each entry forgotten when it
- * can no longer be served.
- */
+/** The embedded default, and an instance's own store while Redis is away: bounded, each entry gone once unservable. */
 export class MemoryStore implements CacheStore {
-  readonly #entries: BoundedMap<CacheEntry>
+  readonly #entries: LRUCache<string, CacheEntry>
   /** When each key was last purged, while a load that started before may still be running. */
-  readonly #purged: BoundedMap<number>
+  readonly #purged: LRUCache<string, number>
   readonly #purgeMemoryMs: number
-  readonly #now: () => number
 
   constructor ({ maxEntries = DEFAULT_MAX_ENTRIES, maxBytes = DEFAULT_MAX_BYTES, purgeMemoryMs = DEFAULT_PURGE_MEMORY_MS, now = Date.now }: MemoryStoreOptions = {}) {
-    this.#entries = new BoundedMap({ maxEntries, maxBytes, sizeOf: entrySize })
-    this.#purged = new BoundedMap({ maxEntries, maxBytes: maxEntries, sizeOf: () => 1 })
+    this.#entries = boundedLru({ maxEntries, maxBytes, sizeOf: entrySize, now })
+    this.#purged = boundedLru({ maxEntries, now })
     this.#purgeMemoryMs = purgeMemoryMs
-    this.#now = now
   }
 
   get size (): number {
@@ -39,29 +34,29 @@ export class MemoryStore implements CacheStore {
   }
 
   get bytes (): number {
-    return this.#entries.bytes
+    return this.#entries.calculatedSize
   }
 
   async get (key: string): Promise<CacheEntry | undefined> {
-    return this.#entries.get(key, this.#now())
+    return this.#entries.get(key)
   }
 
   async set (key: string, entry: CacheEntry, loadStartedAt = entry.storedAt): Promise<CacheEntry | undefined> {
     const current = this.#entries.peek(key)
     if (current !== undefined && current.storedAt > entry.storedAt) return undefined
-    const purgedAt = this.#purged.get(key, this.#now())
+    const purgedAt = this.#purged.get(key)
     const stored = purgedAt !== undefined && purgedAt > loadStartedAt ? markedStale(entry, purgedAt) : entry
-    this.#entries.set(key, stored, stored.staleUntil)
+    setUntil(this.#entries, key, stored, stored.staleUntil)
     return stored
   }
 
   async markStale (keys: readonly string[], now: number): Promise<number> {
     let found = 0
     for (const key of keys) {
-      this.#purged.set(key, now, now + this.#purgeMemoryMs)
-      const entry = this.#entries.get(key, now)
+      setUntil(this.#purged, key, now, now + this.#purgeMemoryMs)
+      const entry = this.#entries.get(key)
       if (entry === undefined) continue
-      this.#entries.set(key, markedStale(entry, now), entry.staleUntil)
+      setUntil(this.#entries, key, markedStale(entry, now), entry.staleUntil)
       found++
     }
     return found

@@ -1,9 +1,8 @@
-import { isFresh, isServable, sameVersion, type CacheEntry } from './cache-entry.js'
+import { isFresh, isServable, sameVersion, type CacheEntry, type CacheState } from './cache-entry.js'
 import type { Claim } from '../redis/owner-lock.js'
 import type { CacheStore } from './store.js'
-import { noTelemetry, type Resource, type Telemetry } from '../telemetry/telemetry.js'
-
-export type CacheState = 'HIT' | 'MISS' | 'STALE' | 'BYPASS'
+import type { Resource } from '../resources.js'
+import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js'
 
 export interface Served {
   entry: CacheEntry

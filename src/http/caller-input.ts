@@ -1,5 +1,5 @@
 /** How much of what a caller sent an error message may repeat: enough to recognise it, never a payload. */
-export const ECHO_LIMIT = 40
+const ECHO_LIMIT = 40
 
 /** The first ECHO_LIMIT code points of `input`, marked with `…` when cut. */
 export function shortPrefix (input: string, limit = ECHO_LIMIT): string {

@@ -3,22 +3,16 @@ import type { FastifyError } from 'fastify'
 import { shortPrefix } from './caller-input.js'
 import * as errors from '../errors.js'
 import type { ErrorResponse } from '../schemas/common.js'
-import { QUERY_VALUES } from '../schemas/profile.js'
 
 /** The contract's codes: every export of errors.ts whose name is its code. */
 const CONTRACT_CODES = new Set(Object.keys(errors))
 
 /**
- * Any failure as the contract's body. Our coded errors keep their messages (written to be safe to
- * show); Fastify's own client errors keep their status under a code named after it; anything else is
- * a 500 whose details only reach the log.
+ * Any failure as the contract's body. Coded errors (a route's validation errors too) keep their safe
+ * messages; Fastify's own client errors keep their status under a code named after it; anything else
+ * is a 500 whose details only reach the log.
  */
 export function errorResponse (error: Partial<FastifyError>): ErrorResponse {
-  if (error.validation !== undefined) {
-    return describe(error.validationContext === 'querystring'
-      ? new errors.INVALID_FIELD(QUERY_VALUES.join(', '))
-      : new errors.INVALID_USERNAME())
-  }
   if (error.code !== undefined && CONTRACT_CODES.has(error.code) && error.statusCode !== undefined) {
     return describe(error as FastifyError)
   }

@@ -1,5 +1,6 @@
 import type { FastifyReply } from 'fastify'
-import type { CacheState, Served } from '../cache/swr-cache.js'
+import type { CacheState } from '../cache/cache-entry.js'
+import type { Served } from '../cache/swr-cache.js'
 import { shortPrefix } from './caller-input.js'
 import { preferredCoding, type EncodedBodies } from './encoded-bodies.js'
 import { PROFILE_NOT_FOUND } from '../errors.js'

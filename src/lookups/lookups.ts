@@ -1,7 +1,9 @@
 import pMap from 'p-map'
-import { createEntry, type CacheEntry, type Freshness } from '../cache/cache-entry.js'
-import { cacheKey, ENTRY_KINDS, type EntryKind } from '../cache/keys.js'
+import { createEntry, type CacheEntry } from '../cache/cache-entry.js'
+import { cacheKey } from '../cache/keys.js'
 import type { Served, SwrCache } from '../cache/swr-cache.js'
+import { RESOURCES, type Resource } from '../resources.js'
+import type { FreshnessPolicy } from './freshness.js'
 import type { ProfileField } from '../schemas/profile.js'
 import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client.js'
 
@@ -9,9 +11,7 @@ export interface LookupsOptions {
   cache: Pick<SwrCache, 'get' | 'markStale'>
   upstream: Pick<UpstreamClient, 'profile' | 'timeline'>
   keyPrefix: string
-  profile: Freshness
-  timeline: Freshness
-  notFound: Freshness
+  freshness: FreshnessPolicy
   now?: () => number
   /** For the freshness jitter (tests pin it). */
   random?: () => number
@@ -56,11 +56,7 @@ export class Lookups {
     return { ...served, fieldBody: JSON.stringify({ [field]: this.userOf(served.entry)[field] }) }
   }
 
-  /**
-   * Several members' profiles, each through its own entry, as `profile` would serve it (same coalescing,
-   * SWR, stale-if-error); cold ones load in parallel, `concurrency` at a time. A failure
-   * is that member's answer, not the others'.
-   */
+  /** Several members' profiles, each as `profile` serves it; a failure is that member's answer, not the others'. */
   async profiles (usernames: readonly string[], concurrency: number): Promise<Array<PromiseSettledResult<Served>>> {
     // At most `concurrency` at once, so one batch never overflows the upstream client's bounded queue.
     return await pMap(usernames, async (username): Promise<PromiseSettledResult<Served>> => await this.profile(username).then(
@@ -71,17 +67,17 @@ export class Lookups {
 
   /** Admin purge: the member's profile and timeline entries (negative ones too) become stale. */
   async purge (username: string): Promise<number> {
-    return await this.#options.cache.markStale(ENTRY_KINDS.map((kind) => cacheKey(this.#options.keyPrefix, kind, username)))
+    return await this.#options.cache.markStale(RESOURCES.map((kind) => cacheKey(this.#options.keyPrefix, kind, username)))
   }
 
-  async #get (kind: EntryKind, username: string, fetch: () => Promise<UpstreamAnswer<unknown>>): Promise<Served> {
-    const key = cacheKey(this.#options.keyPrefix, kind, username)
-    return await this.#options.cache.get(key, kind, async (): Promise<CacheEntry> => {
+  async #get (kind: Resource, username: string, fetch: () => Promise<UpstreamAnswer<unknown>>): Promise<Served> {
+    const { keyPrefix, cache, freshness } = this.#options
+    return await cache.get(cacheKey(keyPrefix, kind, username), kind, async (): Promise<CacheEntry> => {
       const answer = await fetch()
       const now = this.#now()
       return answer.found
-        ? createEntry(200, JSON.stringify(answer.body), now, this.#options[kind], this.#random)
-        : createEntry(404, '', now, this.#options.notFound, this.#random)
+        ? createEntry(200, JSON.stringify(answer.body), now, freshness[kind], this.#random)
+        : createEntry(404, '', now, freshness.notFound, this.#random)
     })
   }
 

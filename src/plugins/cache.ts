@@ -1,12 +1,14 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import { loadBoundMs, purgeMemoryMs } from '../cache/load-bound.js'
 import { LocalTier } from '../cache/local-tier.js'
-import { DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, MemoryStore } from '../cache/memory-store.js'
+import { MemoryStore } from '../cache/memory-store.js'
 import { RedisStore } from '../cache/redis-store.js'
 import type { CacheStore } from '../cache/store.js'
 import { SwrCache, type SwrCacheOptions } from '../cache/swr-cache.js'
+import { freshnessPolicy } from '../lookups/freshness.js'
 import { Lookups } from '../lookups/lookups.js'
-import { LOCK_TTL_MS, type RedisLayer } from './redis.js'
+import type { RedisLayer } from '../redis/layer.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -14,35 +16,18 @@ declare module 'fastify' {
   }
 }
 
-export interface CachePluginOptions {
+interface CachePluginOptions {
   /** The cache's clock (tests move it); default Date.now. */
   now?: () => number
 }
 
-/**
- * The in-process tier in front of Redis: copies last a few seconds at most (a missed event, in a gap
- * the reconnection did not notice, cannot last longer), and few, since they only hold what is hot.
- * While Redis is away it holds as much as the embedded store does without Redis.
- */
-const LOCAL_TIER = {
-  ttlMs: 2_000,
-  maxEntries: 1_000,
-  maxBytes: 16 * 1024 * 1024,
-  alone: { maxEntries: DEFAULT_MAX_ENTRIES, maxBytes: DEFAULT_MAX_BYTES }
-}
-
-const seconds = (value: number): number => value * 1000
-
 /** The cache in front of the upstream, and the lookups the routes call through it. */
 async function cache (app: FastifyInstance, { now = Date.now }: CachePluginOptions): Promise<void> {
   const { config } = app
-  // A load may take a token exchange and an upstream call, each bounded by UPSTREAM_TIMEOUT_MS.
-  const loadBoundMs = 2 * config.UPSTREAM_TIMEOUT_MS + 1_000
-  // A purge is remembered as long as a load that started before it may still be storing.
-  const purgeMemoryMs = 2 * loadBoundMs
+  const purgeMemory = purgeMemoryMs(config.UPSTREAM_TIMEOUT_MS)
   const { store, coalescer } = app.redisLayer === undefined
-    ? { store: new MemoryStore({ now, purgeMemoryMs }), coalescer: undefined }
-    : sharedCache(app.redisLayer, now, purgeMemoryMs, loadBoundMs)
+    ? { store: new MemoryStore({ now, purgeMemoryMs: purgeMemory }), coalescer: undefined }
+    : sharedCache(app.redisLayer, now, purgeMemory, loadBoundMs(config.UPSTREAM_TIMEOUT_MS))
   const swr = new SwrCache({
     store,
     coalescer,
@@ -57,10 +42,7 @@ async function cache (app: FastifyInstance, { now = Date.now }: CachePluginOptio
     cache: swr,
     upstream: app.upstream,
     keyPrefix: config.CACHE_KEY_PREFIX,
-    profile: { freshMs: seconds(config.PROFILE_TTL_SECONDS), staleMs: seconds(config.STALE_TTL_SECONDS) },
-    timeline: { freshMs: seconds(config.TIMELINE_TTL_SECONDS), staleMs: seconds(config.STALE_TTL_SECONDS) },
-    // A negative entry may be served stale as long again while it revalidates (after a purge, say).
-    notFound: { freshMs: seconds(config.NOT_FOUND_TTL_SECONDS), staleMs: seconds(config.NOT_FOUND_TTL_SECONDS) },
+    freshness: freshnessPolicy(config),
     now
   }))
   app.addHook('onClose', async () => { await store.close() })
@@ -72,9 +54,9 @@ function sharedCache ({ client, health, clock, bus, lock }: RedisLayer, now: () 
   coalescer: NonNullable<SwrCacheOptions['coalescer']>
 } {
   const shared = new RedisStore({ redis: client, health, clock, events: bus, purgeMemoryMs })
-  const store = new LocalTier({ shared, events: bus, now, purgeMemoryMs, ...LOCAL_TIER })
+  const store = new LocalTier({ shared, events: bus, now, purgeMemoryMs })
   // The owner renews its lock while it loads: a waiter looks again after each lifetime, up to the load's bound.
-  return { store, coalescer: { claim: async (key) => await lock.claim(key), maxClaims: Math.ceil(loadBoundMs / LOCK_TTL_MS) } }
+  return { store, coalescer: { claim: async (key) => await lock.claim(key), maxClaims: Math.ceil(loadBoundMs / lock.ttlMs) } }
 }
 
 export default fp(cache, { name: 'cache', dependencies: ['config', 'telemetry', 'redis', 'upstream'] })

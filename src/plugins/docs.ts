@@ -2,8 +2,7 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-
-export const DOCS_PREFIX = '/docs'
+import { DOCS_PREFIX } from '../http/operational-routes.js'
 
 /**
  * The OpenAPI document, generated from the routes' TypeBox schemas (so it cannot drift from what is

@@ -3,7 +3,8 @@ import fp from 'fastify-plugin'
 import findMyWay from 'find-my-way'
 import { shortPrefix } from '../http/caller-input.js'
 import { errorResponse } from '../http/error-response.js'
-import { METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.js'
+import { EXPECTED_FAILURES, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.js'
+import { freshnessPolicy } from '../lookups/freshness.js'
 
 /** Sets headers every answer carries (CORS, security, request id) on one answer. */
 export type AnswerHeaders = (request: FastifyRequest, reply: FastifyReply) => void
@@ -22,7 +23,7 @@ declare module 'fastify' {
 
 /** One place where every failure becomes the contract's JSON error, with the right caching headers. */
 async function errorHandler (app: FastifyInstance): Promise<void> {
-  const notFoundMaxAge = app.config.NOT_FOUND_TTL_SECONDS
+  const notFoundMaxAge = freshnessPolicy(app.config).notFound.freshMs / 1000
   const methods = routeMethods(app)
   app.decorate('answerHeaders', [])
 
@@ -36,11 +37,10 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
 
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const body = errorResponse(error)
-    // Load shedding is expected under load: a warn, not one error line per refused request.
-    if (body.statusCode >= 500 && !body.code.startsWith('UPSTREAM_') && body.code !== 'SERVICE_OVERLOADED') {
-      request.log.error({ err: error }, 'request failed')
-    } else if (body.statusCode >= 500 || body.statusCode === 429) {
+    if (EXPECTED_FAILURES.has(body.code)) {
       request.log.warn({ err: error }, body.message)
+    } else if (body.statusCode >= 500) {
+      request.log.error({ err: error }, 'request failed')
     }
     const retryAfter = retryAfterOf(error)
     if (retryAfter !== undefined) reply.header('retry-after', retryAfter)

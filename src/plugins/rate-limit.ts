@@ -2,27 +2,15 @@ import rateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStoreCtor }
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { RATE_LIMITED, withRetryAfter } from '../errors.js'
+import { isOperationalRoute } from '../http/operational-routes.js'
+import { RATE_LIMIT_WINDOW_MS, STANDALONE_RATE_LIMIT_CLIENTS } from '../http/rate-limit-policy.js'
 import { SharedRateCounts } from '../redis/shared-rate-counts.js'
-import { DOCS_PREFIX } from './docs.js'
-
-const MINUTE_MS = 60_000
-/**
- * Clients counted at once without Redis (least recently seen first out past it). A count costs ~200 bytes
- * (IPv4; ~290 for IPv6, measured on 100,000 keys): 100,000 clients in one minute take 20-29 MiB.
- */
-export const RATE_LIMIT_CLIENTS = 100_000
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** Counts `times` more requests against the caller's budget (a batch counts once per username); RATE_LIMITED beyond it. */
     chargeRateLimit: (request: FastifyRequest, reply: FastifyReply, times: number) => Promise<void>
   }
-}
-
-/** Routes for operators, orchestrators and the docs: never counted against a client's budget. */
-export function isOperationalRoute (route: string | undefined): boolean {
-  if (route === undefined) return false
-  return route === '/healthz' || route === '/readyz' || route === '/metrics' || route === DOCS_PREFIX || route.startsWith(`${DOCS_PREFIX}/`)
 }
 
 /**
@@ -53,8 +41,8 @@ async function clientRateLimit (app: FastifyInstance): Promise<void> {
   }
   await app.register(rateLimit, {
     max: config.RATE_LIMIT_PER_MINUTE,
-    timeWindow: MINUTE_MS,
-    ...(store !== undefined ? { store } : { cache: RATE_LIMIT_CLIENTS }),
+    timeWindow: RATE_LIMIT_WINDOW_MS,
+    ...(store !== undefined ? { store } : { cache: STANDALONE_RATE_LIMIT_CLIENTS }),
     skipOnError: true,
     allowList: (request: FastifyRequest) => isOperationalRoute(request.routeOptions.url),
     // Thrown to the one error handler, which answers the contract's body with this Retry-After.

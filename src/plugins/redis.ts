@@ -5,16 +5,8 @@ import { RedisBus } from '../redis/bus.js'
 import { createRedisClient, duplicateRedisClient, type RedisClient } from '../redis/client.js'
 import { RedisClock } from '../redis/clock.js'
 import { RedisHealth } from '../redis/health.js'
+import type { RedisLayer } from '../redis/layer.js'
 import { OwnerLock } from '../redis/owner-lock.js'
-
-/** What the consumers of Redis share: the client, its one health state, its clock, the bus and the owner lock. */
-export interface RedisLayer {
-  client: RedisClient
-  health: RedisHealth
-  clock: RedisClock
-  bus: RedisBus
-  lock: OwnerLock
-}
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -25,13 +17,7 @@ declare module 'fastify' {
   }
 }
 
-/**
- * A lock's lifetime, renewed by its owner while the job runs: a lock left behind (a crashed owner, a
- * command executed late after a hang) keeps the others waiting for no longer than this.
- */
-export const LOCK_TTL_MS = 1_000
-
-export interface RedisPluginOptions {
+interface RedisPluginOptions {
   /** This instance's clock (tests move it); default Date.now. */
   now?: () => number
 }
@@ -67,7 +53,7 @@ async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptio
   })
   // Down until the first probe answers: an operator sees 0, not a gap, while Redis is still unreached.
   app.telemetry.redis(false)
-  const lock = new OwnerLock({ redis: client, health, bus, ttlMs: LOCK_TTL_MS, onError })
+  const lock = new OwnerLock({ redis: client, health, bus, onError })
   app.decorate<RedisClient>('redis', client)
   app.decorate<RedisLayer>('redisLayer', { client, health, clock, bus, lock })
   app.addHook('onClose', async () => {

@@ -1,7 +1,7 @@
 import helmet, { type FastifyHelmetOptions } from '@fastify/helmet'
 import Fastify, { type FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { DOCS_PREFIX } from './docs.js'
+import { DOCS_PREFIX } from '../http/operational-routes.js'
 
 /**
  * Helmet's headers, tuned for a JSON API read by browsers on other origins: a content security policy

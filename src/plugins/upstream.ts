@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { Pool } from 'undici'
 import { BackoffWindow } from '../upstream/backoff-window.js'
 import { CircuitBreaker } from '../upstream/circuit-breaker.js'
 import { ConcurrencyLimiter } from '../upstream/concurrency-limiter.js'
+import { originPool } from '../upstream/origin-pool.js'
 import { SharedWindow } from '../redis/shared-window.js'
 import { TokenCipher } from '../upstream/token-cipher.js'
 import { TokenEndpoint } from '../upstream/token-endpoint.js'
-import { TokenManager } from '../upstream/token-manager.js'
+import { exchangeWaitMs, TokenManager } from '../upstream/token-manager.js'
 import { RedisTokenStore } from '../upstream/token-store.js'
 import { UpstreamClient } from '../upstream/upstream-client.js'
 
@@ -18,39 +18,19 @@ declare module 'fastify' {
   }
 }
 
-/** Bodies above this are refused: a profile or a timeline is a few KiB. */
-export const MAX_UPSTREAM_BODY_BYTES = 1024 * 1024
-/** Calls waiting for a slot, per slot: a burst of distinct usernames waits, a stalled upstream does not pile up. */
-export const QUEUE_PER_SLOT = 8
-/** Failures in a row that open the circuit, and how long it stays open before a probe: one call a second in an outage. */
-export const BREAKER_FAILURE_THRESHOLD = 5
-export const BREAKER_OPEN_MS = 1_000
-/** An exchange is bounded by UPSTREAM_TIMEOUT_MS: the others wait for it that long, and this much more. */
-const LOCK_SLACK_MS = 2_000
-
-export interface UpstreamPluginOptions {
+interface UpstreamPluginOptions {
   /** The app's clock, for deadlines, the breaker, the back-off window and the token (tests move it). */
   now?: () => number
 }
 
-/**
- * Builds the way to the upstream: one keep-alive pool per origin, the token manager (sharing its
- * token through Redis when there is one) and the typed client with its limiter, back-off window and
- * circuit breaker. Closes the pools with the app.
- */
+/** The token manager and the upstream client, each origin on its own pool, closed with the app. */
 async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPluginOptions): Promise<void> {
   const { config, redisLayer, telemetry } = app
   const base = new URL(config.UPSTREAM_BASE_URL)
   const auth = new URL(config.AUTH_URL)
-  const timeouts = {
-    headersTimeout: config.UPSTREAM_TIMEOUT_MS,
-    bodyTimeout: config.UPSTREAM_TIMEOUT_MS,
-    connect: { timeout: config.UPSTREAM_TIMEOUT_MS },
-    maxResponseSize: MAX_UPSTREAM_BODY_BYTES
-  }
-  const upstreamPool = new Pool(base.origin, { ...timeouts, connections: config.UPSTREAM_MAX_CONCURRENCY })
+  const upstreamPool = originPool(base.origin, config.UPSTREAM_TIMEOUT_MS, config.UPSTREAM_MAX_CONCURRENCY)
   // Its own pool even on the same origin: an exchange never waits behind data calls for a connection.
-  const authPool = new Pool(auth.origin, { ...timeouts, connections: 2 })
+  const authPool = originPool(auth.origin, config.UPSTREAM_TIMEOUT_MS, 2)
 
   const prefix = config.CACHE_KEY_PREFIX
   const tokenLog = app.log.child({ component: 'token-manager' })
@@ -76,7 +56,7 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
     }),
     telemetry,
     log: tokenLog,
-    lockWaitMs: config.UPSTREAM_TIMEOUT_MS + LOCK_SLACK_MS,
+    lockWaitMs: exchangeWaitMs(config.UPSTREAM_TIMEOUT_MS),
     now
   })
 
@@ -87,11 +67,8 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
     tokens,
     authScheme: config.AUTH_SCHEME,
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
-    limiter: new ConcurrencyLimiter({
-      concurrency: config.UPSTREAM_MAX_CONCURRENCY,
-      queueLimit: config.UPSTREAM_MAX_CONCURRENCY * QUEUE_PER_SLOT
-    }),
-    breaker: new CircuitBreaker({ failureThreshold: BREAKER_FAILURE_THRESHOLD, openMs: BREAKER_OPEN_MS, telemetry, now }),
+    limiter: new ConcurrencyLimiter({ concurrency: config.UPSTREAM_MAX_CONCURRENCY }),
+    breaker: new CircuitBreaker({ telemetry, now }),
     backoff: new BackoffWindow({
       ...(redisLayer !== undefined && {
         shared: new SharedWindow({

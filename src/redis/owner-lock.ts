@@ -12,14 +12,16 @@ export interface OwnerLockOptions {
   redis: Pick<RedisCommands, 'set' | 'eval'>
   health: Pick<RedisHealth, 'run'>
   bus: Pick<RedisBus, 'ready' | 'listen' | 'publish'>
-  /**
-   * A lock's lifetime, renewed by its owner while the job runs: a lock left by a crashed owner, or set
-   * late by a command that had timed out, frees itself after this. Also how long a waiter waits at most
-   * before it looks again.
-   */
-  ttlMs: number
+  /** A lock's lifetime (default LOCK_TTL_MS); also how long a waiter waits at most before it looks again. */
+  ttlMs?: number
   onError: (error: unknown) => void
 }
+
+/**
+ * A lock's lifetime, renewed by its owner while the job runs: a lock left by a crashed owner, or set
+ * late by a command that had timed out, frees itself after this.
+ */
+const LOCK_TTL_MS = 1_000
 
 /** Deletes the lock only if it still carries our token (it may have expired and gone to another). */
 const RELEASE = `
@@ -38,10 +40,12 @@ return 0`
  */
 export class OwnerLock {
   readonly #options: OwnerLockOptions
+  readonly ttlMs: number
   readonly #waiters = new Map<string, Set<() => void>>()
 
   constructor (options: OwnerLockOptions) {
     this.#options = options
+    this.ttlMs = options.ttlMs ?? LOCK_TTL_MS
     options.bus.listen({
       onEvent: (event) => this.#onEvent(event),
       // Events may be missed from now on: nobody should wait for one.
@@ -51,7 +55,8 @@ export class OwnerLock {
 
   /** Undefined when instances cannot coordinate right now (Redis or its bus is down): the caller then goes alone. */
   async claim (key: string): Promise<Claim | undefined> {
-    const { redis, health, bus, ttlMs } = this.#options
+    const { redis, health, bus } = this.#options
+    const { ttlMs } = this
     if (!bus.ready) return undefined
     // Wait before trying: a release between a failed attempt and the wait would otherwise be missed.
     const waiting = this.#wait(key)
@@ -77,7 +82,8 @@ export class OwnerLock {
   }
 
   #renew (key: string, token: string, renewal: NodeJS.Timeout): void {
-    const { redis, health, ttlMs } = this.#options
+    const { redis, health } = this.#options
+    const { ttlMs } = this
     health.run(async () => await redis.eval(RENEW, 1, lockKey(key), token, ttlMs)).then(
       (renewed) => { if (renewed !== 1) clearInterval(renewal) },
       // Not renewed: the lock expires and a waiter may start its own job, which is all a lost lock costs.
@@ -105,7 +111,7 @@ export class OwnerLock {
     const set = waiters
     let done!: () => void
     const settled = new Promise<void>((resolve) => {
-      const timer = setTimeout(() => done(), this.#options.ttlMs)
+      const timer = setTimeout(() => done(), this.ttlMs)
       timer.unref()
       done = () => {
         clearTimeout(timer)
@@ -129,6 +135,6 @@ export class OwnerLock {
 }
 
 /** The lock of one key's job: the key's hash tag, so the same shard as what it guards. */
-export function lockKey (key: string): string {
+function lockKey (key: string): string {
   return `${key}:lock`
 }

@@ -1,8 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { UNAUTHORIZED } from '../errors.js'
+import { INVALID_USERNAME, UNAUTHORIZED } from '../errors.js'
 import { ErrorResponse, UsernameParams } from '../schemas/common.js'
+import { validationErrors } from '../http/validation-errors.js'
 
 const PurgeResponse = Type.Object({
   username: Type.String(),
@@ -26,6 +27,7 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
       params: UsernameParams,
       response: { 200: PurgeResponse, 400: ErrorResponse, 401: ErrorResponse, 503: ErrorResponse }
     },
+    schemaErrorFormatter: validationErrors({ params: () => new INVALID_USERNAME() }),
     // Before anything else looks at the request: a caller without the token learns nothing more.
     onRequest: async (request, reply) => {
       if (authorized(request.headers.authorization, expected)) return

@@ -5,19 +5,20 @@ import { TypeCompiler } from '@sinclair/typebox/compiler'
 import type { Served } from '../cache/swr-cache.js'
 import type { EncodedBodies } from '../http/encoded-bodies.js'
 import { errorResponse } from '../http/error-response.js'
-import { INVALID_BATCH } from '../errors.js'
+import { INVALID_BATCH, INVALID_FIELD } from '../errors.js'
 import { BatchQuery, BatchResponse, MAX_BATCH } from '../schemas/batch.js'
 import { Username, type ErrorResponse } from '../schemas/common.js'
 import { batchErrorResponses } from '../schemas/error-docs.js'
 import { CACHED_HEADERS, withHeaders } from '../schemas/headers.js'
-import { PROFILE_FIELDS } from '../schemas/profile.js'
+import { PROFILE_FIELDS, QUERY_VALUES } from '../schemas/profile.js'
 import { batchBody } from '../http/batch-body.js'
 import { sendRepresentation, setCachingHeaders } from '../http/serve-cached.js'
 import { timed } from '../http/timed.js'
+import { validationErrors } from '../http/validation-errors.js'
 
 const usernameCheck = TypeCompiler.Compile(Username)
 
-export interface BatchRoutesOptions {
+interface BatchRoutesOptions {
   encodings: EncodedBodies
 }
 
@@ -41,6 +42,7 @@ const batchRoutes: FastifyPluginAsyncTypebox<BatchRoutesOptions> = async (app, {
         ...batchErrorResponses
       }
     },
+    schemaErrorFormatter: validationErrors({ querystring: () => new INVALID_FIELD(QUERY_VALUES.join(', ')) }),
     // `fields` comma-separated or repeated: split and lower-cased before the schema checks each value.
     preValidation: async (request) => {
       const query = request.query as { fields?: unknown }

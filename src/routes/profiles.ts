@@ -1,19 +1,23 @@
 import fastifyCaching, { type AbstractCacheCompliantObject } from '@fastify/caching'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
+import { INVALID_FIELD, INVALID_USERNAME } from '../errors.js'
 import { UsernameParams } from '../schemas/common.js'
 import { EncodedBodies } from '../http/encoded-bodies.js'
 import { fieldErrorResponses, lookupErrorResponses } from '../schemas/error-docs.js'
 import { CACHED_HEADERS, withHeaders } from '../schemas/headers.js'
-import { FIELD_BY_QUERY, FieldQuery, FieldResponse, ProfileResponse, TimelineResponse, type ProfileField } from '../schemas/profile.js'
+import { FIELD_BY_QUERY, FieldQuery, FieldResponse, ProfileResponse, QUERY_VALUES, TimelineResponse, type ProfileField } from '../schemas/profile.js'
 import batchRoutes from './batch.js'
 import { serveCached } from '../http/serve-cached.js'
 import { timed } from '../http/timed.js'
+import { validationErrors } from '../http/validation-errors.js'
 
 const errorResponses = {
   304: withHeaders(Type.Null({ description: 'Not Modified: the caller\'s If-None-Match is current' }), CACHED_HEADERS),
   ...lookupErrorResponses
 }
+
+const usernameErrors = validationErrors({ params: () => new INVALID_USERNAME() })
 
 const ConditionalHeaders = Type.Object({
   'if-none-match': Type.Optional(Type.String({ description: 'the ETag of the version you hold: answered 304 while it is current' }))
@@ -50,7 +54,8 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       params: UsernameParams,
       headers: ConditionalHeaders,
       response: { 200: withHeaders(ProfileResponse, CACHED_HEADERS), ...errorResponses }
-    }
+    },
+    schemaErrorFormatter: usernameErrors
   }, async (request, reply) => {
     const { value: served, ms } = await timed(async () => await lookups.profile(request.params.username))
     return await serveCached(reply, served, encodings, served.entry, ms)
@@ -64,7 +69,8 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       params: UsernameParams,
       headers: ConditionalHeaders,
       response: { 200: withHeaders(TimelineResponse, CACHED_HEADERS), ...errorResponses }
-    }
+    },
+    schemaErrorFormatter: usernameErrors
   }, async (request, reply) => {
     const { value: served, ms } = await timed(async () => await lookups.timeline(request.params.username))
     return await serveCached(reply, served, encodings, served.entry, ms)
@@ -81,6 +87,10 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       headers: ConditionalHeaders,
       response: { 200: withHeaders(FieldResponse, CACHED_HEADERS), ...errorResponses, ...fieldErrorResponses }
     },
+    schemaErrorFormatter: validationErrors({
+      params: () => new INVALID_USERNAME(),
+      querystring: () => new INVALID_FIELD(QUERY_VALUES.join(', '))
+    }),
     // Case-insensitive matching: lower-case `query` before the schema checks it against the ten values.
     preValidation: async (request) => {
       const query = request.query as { query?: unknown }

@@ -28,7 +28,7 @@ export function ErrorBody (codes: readonly string[], options: Record<string, unk
  * enum of every code the route can answer with it, with each code's body as an example (built by the
  * same `errorResponse` that builds the real ones). An enum does not narrow what the serializer writes.
  */
-export function errorResponses (...errors: CodedError[]): Record<number, TObject> {
+function errorResponses (...errors: CodedError[]): Record<number, TObject> {
   const byStatus = new Map<number, ErrorResponse[]>()
   for (const error of errors) {
     const body = errorResponse(error)

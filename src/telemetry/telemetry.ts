@@ -1,18 +1,13 @@
-import type { CacheState } from '../cache/swr-cache.js'
+import type { CacheState } from '../cache/cache-entry.js'
+import type { Resource } from '../resources.js'
 
 /** What the upstream answered to one call, as metrics and logs name it. */
 export type UpstreamOutcome =
   | 'ok' | 'not_found' | 'error' | 'timeout' | 'invalid' | 'rate_limited' | 'auth_refused' | 'short_circuited'
 
-export type Resource = 'profile' | 'timeline'
-
 export type BreakerState = 'closed' | 'open' | 'half_open'
 
-/**
- * The events operators watch, reported by the logic classes (token manager, upstream client, cache)
- * without knowing how they are exported. The telemetry plugin implements it with prom-client (telemetry/prometheus-telemetry.ts);
- * `noTelemetry` serves unit tests and anything built without an app.
- */
+/** The events operators watch, so that the logic classes report them without knowing how they are exported. */
 export interface Telemetry {
   /** One client-credentials exchange (a token minted, or a failed attempt). */
   tokenExchange: (outcome: 'minted' | 'failed') => void

@@ -1,10 +1,14 @@
 import type { BreakerState, Telemetry } from '../telemetry/telemetry.js'
 
+/** Failures in a row that open the circuit, and how long it stays open before a probe: one call a second in an outage. */
+export const BREAKER_FAILURE_THRESHOLD = 5
+const BREAKER_OPEN_MS = 1_000
+
 export interface CircuitBreakerOptions {
   /** Consecutive failures that open the circuit. */
-  failureThreshold: number
+  failureThreshold?: number
   /** How long it stays open before one probe may go through. */
-  openMs: number
+  openMs?: number
   telemetry: Pick<Telemetry, 'breaker'>
   now?: () => number
 }
@@ -17,6 +21,8 @@ export interface CircuitBreakerOptions {
  */
 export class CircuitBreaker {
   readonly #options: CircuitBreakerOptions
+  readonly #failureThreshold: number
+  readonly #openMs: number
   readonly #now: () => number
   #state: BreakerState = 'closed'
   #failures = 0
@@ -25,17 +31,19 @@ export class CircuitBreaker {
 
   constructor (options: CircuitBreakerOptions) {
     this.#options = options
+    this.#failureThreshold = options.failureThreshold ?? BREAKER_FAILURE_THRESHOLD
+    this.#openMs = options.openMs ?? BREAKER_OPEN_MS
     this.#now = options.now ?? Date.now
   }
 
   get state (): BreakerState {
-    if (this.#state === 'open' && this.#now() - this.#openedAt >= this.#options.openMs) this.#moveTo('half_open')
+    if (this.#state === 'open' && this.#now() - this.#openedAt >= this.#openMs) this.#moveTo('half_open')
     return this.#state
   }
 
   /** Milliseconds until a probe may go through (0 unless open). */
   get retryInMs (): number {
-    return this.state === 'open' ? this.#openedAt + this.#options.openMs - this.#now() : 0
+    return this.state === 'open' ? this.#openedAt + this.#openMs - this.#now() : 0
   }
 
   /** May a call go through now? In half open, true once: the caller is the probe and must report back. */
@@ -56,7 +64,7 @@ export class CircuitBreaker {
       return
     }
     this.#failures++
-    if (this.#state === 'half_open' || this.#failures >= this.#options.failureThreshold) {
+    if (this.#state === 'half_open' || this.#failures >= this.#failureThreshold) {
       this.#openedAt = this.#now()
       this.#moveTo('open')
     }

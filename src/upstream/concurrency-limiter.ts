@@ -1,10 +1,13 @@
 import { UPSTREAM_OVERLOADED } from '../errors.js'
 
+/** Calls waiting for a slot, per slot: a burst of distinct usernames waits, a stalled upstream does not pile up. */
+const QUEUE_PER_SLOT = 8
+
 export interface ConcurrencyLimiterOptions {
   /** Tasks running at once. */
   concurrency: number
-  /** Tasks waiting for a slot; one more is refused with UPSTREAM_OVERLOADED. */
-  queueLimit: number
+  /** Tasks waiting for a slot (default QUEUE_PER_SLOT per slot); one more is refused with UPSTREAM_OVERLOADED. */
+  queueLimit?: number
 }
 
 /**
@@ -15,11 +18,13 @@ export interface ConcurrencyLimiterOptions {
  */
 export class ConcurrencyLimiter {
   readonly #options: ConcurrencyLimiterOptions
+  readonly #queueLimit: number
   readonly #waiting: Array<() => void> = []
   #running = 0
 
   constructor (options: ConcurrencyLimiterOptions) {
     this.#options = options
+    this.#queueLimit = options.queueLimit ?? options.concurrency * QUEUE_PER_SLOT
   }
 
   get running (): number {
@@ -45,7 +50,7 @@ export class ConcurrencyLimiter {
       this.#running++
       return
     }
-    if (this.#waiting.length >= this.#options.queueLimit) throw new UPSTREAM_OVERLOADED()
+    if (this.#waiting.length >= this.#queueLimit) throw new UPSTREAM_OVERLOADED()
     // The slot is handed over by #release, so `running` never drops and rises again in between.
     await new Promise<void>((resolve, reject) => {
       const start = (): void => { signal?.removeEventListener('abort', leave); resolve() }

@@ -1,15 +1,10 @@
 import { UPSTREAM_AUTH_FAILED } from '../errors.js'
 import type { Telemetry } from '../telemetry/telemetry.js'
+import type { AccessToken } from './access-token.js'
 import type { UpstreamLog } from './log.js'
 import type { MintedToken } from './token-endpoint.js'
 import type { Claim } from '../redis/owner-lock.js'
 import type { TokenStore } from './token-store.js'
-
-export interface AccessToken {
-  value: string
-  issuedAt: number
-  expiresAt: number
-}
 
 /** What /readyz reports: no token yet, one held, an exchange under way, or the identity provider failing. */
 export type TokenState = 'none' | 'held' | 'renewing' | 'failing'
@@ -27,15 +22,15 @@ export interface TokenManagerOptions {
 }
 
 /** Renew this long before the announced expiry (at most 20% of the life of a short-lived token). */
-export const REFRESH_SKEW_MS = 30_000
+const REFRESH_SKEW_MS = 30_000
 /** Stop sending a token this long before expiry (at most 10% of its life): a call must arrive before it dies. */
-export const EXPIRY_MARGIN_MS = 5_000
+const EXPIRY_MARGIN_MS = 5_000
 /**
  * Back-off after a failed exchange: doubles from the base up to the cap, with jitter. Never under 1 s
  * (a failing provider gets at most one exchange a second) nor over 5 s (callers recover soon after it does).
  */
-export const RETRY_BASE_MS = 2_000
-export const RETRY_CAP_MS = 5_000
+const RETRY_BASE_MS = 2_000
+const RETRY_CAP_MS = 5_000
 
 /**
  * Holds the client-credentials token. One exchange per lifetime: a token past `renewalDue` is still
@@ -176,12 +171,12 @@ export class TokenManager {
 }
 
 /** When to renew: REFRESH_SKEW_MS before expiry, or at 80% of the life of a short-lived token. */
-export function renewalDue (token: AccessToken): number {
+function renewalDue (token: AccessToken): number {
   return token.expiresAt - Math.min(REFRESH_SKEW_MS, (token.expiresAt - token.issuedAt) * 0.2)
 }
 
 /** The last moment a token is sent: EXPIRY_MARGIN_MS before expiry, or at 90% of a short life. */
-export function usableUntil (token: AccessToken): number {
+function usableUntil (token: AccessToken): number {
   return token.expiresAt - Math.min(EXPIRY_MARGIN_MS, (token.expiresAt - token.issuedAt) * 0.1)
 }
 
@@ -193,4 +188,9 @@ export function retryDelay (attempt: number, random: number): number {
 
 function backingOff (waitMs: number): Error {
   return new UPSTREAM_AUTH_FAILED(`the identity provider is failing; next attempt in ${Math.ceil(waitMs / 1000)} s`)
+}
+
+/** Another instance's exchange is bounded by the upstream timeout: the others wait for it that long, and a little more. */
+export function exchangeWaitMs (upstreamTimeoutMs: number): number {
+  return upstreamTimeoutMs + 2_000
 }

@@ -4,7 +4,7 @@ import type { Claim, OwnerLock } from '../redis/owner-lock.js'
 import { SharedWindow } from '../redis/shared-window.js'
 import type { UpstreamLog } from './log.js'
 import type { TokenCipher } from './token-cipher.js'
-import type { AccessToken } from './token-manager.js'
+import type { AccessToken } from './access-token.js'
 
 /**
  * Where instances on one Redis share the token: the sealed token itself, a lock naming the one instance

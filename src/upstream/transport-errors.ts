@@ -9,7 +9,7 @@ export function isTimeout (error: unknown): boolean {
 }
 
 /** Codes of a connection that failed or dropped before an answer: safe to retry once for a GET. */
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED'])
+export const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED'])
 
 export function isConnectionError (error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code

@@ -1,16 +1,17 @@
-import { setTimeout as sleep } from 'node:timers/promises'
-import type { Dispatcher } from 'undici'
+import { interceptors, type Dispatcher } from 'undici'
 import {
   UPSTREAM_AUTH_FAILED, UPSTREAM_ERROR, UPSTREAM_INVALID_RESPONSE, UPSTREAM_RATE_LIMITED, UPSTREAM_TIMEOUT, withRetryAfter
 } from '../errors.js'
 import { readUpstreamProfile, readUpstreamTimeline, type ProfileResponse, type TimelineResponse } from '../schemas/profile.js'
-import type { BreakerState, Resource, Telemetry, UpstreamOutcome } from '../telemetry/telemetry.js'
+import type { Resource } from '../resources.js'
+import type { BreakerState, Telemetry, UpstreamOutcome } from '../telemetry/telemetry.js'
 import type { BackoffWindow } from './backoff-window.js'
 import type { CircuitBreaker } from './circuit-breaker.js'
 import type { ConcurrencyLimiter } from './concurrency-limiter.js'
 import type { UpstreamLog } from './log.js'
-import type { AccessToken, TokenManager } from './token-manager.js'
-import { isConnectionError, isTimeout, isTooLarge } from './transport-errors.js'
+import type { AccessToken } from './access-token.js'
+import type { TokenManager } from './token-manager.js'
+import { CONNECTION_CODES, isConnectionError, isTimeout, isTooLarge } from './transport-errors.js'
 
 /** What a lookup found: the validated body, or that the upstream has no such member. */
 export type UpstreamAnswer<T> = { found: true, body: T } | { found: false }
@@ -30,39 +31,37 @@ export interface UpstreamClientOptions {
   telemetry: Pick<Telemetry, 'upstreamCall'>
   log: UpstreamLog
   now?: () => number
-  random?: () => number
-  sleep?: (ms: number) => Promise<void>
 }
 
 /** Upper bound for a Retry-After we honour, so a bogus header cannot silence us for days. */
 export const MAX_RETRY_AFTER_SECONDS = 300
 const DEFAULT_RETRY_AFTER_SECONDS = 5
-/** The one retry after a connection error waits this long plus up to as much again, at random. */
-export const CONNECTION_RETRY_DELAY_MS = 100
+/** The one retry of a GET whose connection failed before any answer, after this pause; a 5xx is an answer, never retried. */
+const retryOnceAfterConnectionError = interceptors.retry({
+  maxRetries: 1,
+  minTimeout: 100,
+  methods: ['GET'],
+  statusCodes: [],
+  errorCodes: [...CONNECTION_CODES]
+})
 
 /** How one call ended: an answer, or the coded error the caller gets. */
 type Call<T> = { outcome: UpstreamOutcome, answer: UpstreamAnswer<T> } | { outcome: UpstreamOutcome, error: Error }
 type Sent = { response: Dispatcher.ResponseData } | { outcome: UpstreamOutcome, error: Error }
 
 /**
- * One typed method per upstream resource. A call is refused at once during a back-off window or while
- * the breaker is open; otherwise it waits for one of the limited slots (dropped, never sent, if its
- * deadline passes first: a 504 for a caller who has waited UPSTREAM_TIMEOUT_MS), takes the token (inside the
- * slot, so a queued call never carries a token replaced while it waited), retries once with a new token
- * after a 401/403 and once after a connection error, validates the body, and turns every failure into
- * one of the contract's coded errors.
+ * One typed method per upstream resource; every failure becomes one of the contract's coded errors.
+ * The token is taken inside the limiter's slot, so a queued call never carries a token replaced while it waited.
  */
 export class UpstreamClient {
   readonly #options: UpstreamClientOptions
+  readonly #dispatcher: Dispatcher
   readonly #now: () => number
-  readonly #random: () => number
-  readonly #sleep: (ms: number) => Promise<void>
 
   constructor (options: UpstreamClientOptions) {
     this.#options = options
+    this.#dispatcher = options.dispatcher.compose(retryOnceAfterConnectionError)
     this.#now = options.now ?? Date.now
-    this.#random = options.random ?? Math.random
-    this.#sleep = options.sleep ?? (async (ms) => { await sleep(ms) })
   }
 
   get breakerState (): BreakerState {
@@ -155,31 +154,23 @@ export class UpstreamClient {
     return 'response' in sent ? await this.#interpret(sent.response, read) : sent
   }
 
-  /** One GET; a connection that failed before any answer is tried once more, after a jittered pause. */
   async #send (path: string, token: AccessToken, signal: AbortSignal): Promise<Sent> {
-    const { dispatcher, basePath, authScheme } = this.#options
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const response = await dispatcher.request({
-          method: 'GET',
-          path: basePath + path,
-          headers: {
-            authorization: authScheme === '' ? token.value : `${authScheme} ${token.value}`,
-            'content-type': 'application/json',
-            accept: 'application/json'
-          },
-          // Covers the body too: undici destroys the body stream when it fires.
-          signal
-        })
-        return { response }
-      } catch (error) {
-        if (attempt === 1 && isConnectionError(error)) {
-          this.#options.log.debug({ err: error }, 'upstream connection failed; retrying once')
-          await this.#sleep(CONNECTION_RETRY_DELAY_MS * (1 + this.#random()))
-          continue
-        }
-        return this.#failure(error)
-      }
+    const { basePath, authScheme } = this.#options
+    try {
+      const response = await this.#dispatcher.request({
+        method: 'GET',
+        path: basePath + path,
+        headers: {
+          authorization: authScheme === '' ? token.value : `${authScheme} ${token.value}`,
+          'content-type': 'application/json',
+          accept: 'application/json'
+        },
+        // Covers the body too: undici destroys the body stream when it fires.
+        signal
+      })
+      return { response }
+    } catch (error) {
+      return this.#failure(error)
     }
   }
 
@@ -238,7 +229,7 @@ function isAuthRefusal (status: number): boolean {
 }
 
 /** Retry-After in seconds or as an HTTP date, capped; a missing or unreadable one means a short pause. */
-export function retryAfterSeconds (header: string | string[] | undefined, now = Date.now()): number {
+function retryAfterSeconds (header: string | string[] | undefined, now = Date.now()): number {
   const value = Array.isArray(header) ? header[0] : header
   if (value === undefined) return DEFAULT_RETRY_AFTER_SECONDS
   const seconds = /^\d+$/.test(value.trim()) ? Number(value) : (Date.parse(value) - now) / 1000

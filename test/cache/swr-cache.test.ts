@@ -2,8 +2,9 @@ import t from 'tap'
 import { createEntry, FRESHNESS_JITTER, type CacheEntry } from '../../src/cache/cache-entry.js'
 import { MemoryStore } from '../../src/cache/memory-store.js'
 import type { CacheStore } from '../../src/cache/store.js'
-import { SwrCache, type CacheFailure, type CacheState } from '../../src/cache/swr-cache.js'
-import type { Resource } from '../../src/telemetry/telemetry.js'
+import type { CacheState } from '../../src/cache/cache-entry.js'
+import { SwrCache, type CacheFailure } from '../../src/cache/swr-cache.js'
+import type { Resource } from '../../src/resources.js'
 import { Clock } from './helper.js'
 
 const freshness = { freshMs: 300_000, staleMs: 86_400_000 }

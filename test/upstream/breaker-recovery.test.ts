@@ -1,5 +1,5 @@
 import t from 'tap'
-import { BREAKER_FAILURE_THRESHOLD } from '../../src/plugins/upstream.js'
+import { BREAKER_FAILURE_THRESHOLD } from '../../src/upstream/circuit-breaker.js'
 import { stack } from '../helper.js'
 import { fakeClock } from './fakes.js'
 

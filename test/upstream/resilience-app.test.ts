@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { profileOf } from '../../dev/profiles.js'
-import { BREAKER_FAILURE_THRESHOLD } from '../../src/plugins/upstream.js'
+import { BREAKER_FAILURE_THRESHOLD } from '../../src/upstream/circuit-breaker.js'
 import { MAX_RETRY_AFTER_SECONDS } from '../../src/upstream/upstream-client.js'
 import { anotherApp, stack } from '../helper.js'
 import { eventually, profiles, redisReady, tally, usernames } from './app-fixture.js'
