@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http'
 import autocannon, { type Instance } from 'autocannon'
 import { percentile } from './stats.js'
 
@@ -36,11 +37,15 @@ export function stopRunningLoad (): void {
 export async function runRound (url: string, paths: string[], { connections, seconds, rate }: LoadOptions): Promise<RoundResult> {
   const xCache: Record<string, number> = {}
   const latencies: number[] = []
-  const onResponse = (_status: number, _body: string, _context: unknown, headers: Record<string, string | string[]>): void => {
-    const value = headers['x-cache']
+  const onResponse = (_status: number, _body: string, _context: unknown, headers: IncomingHttpHeaders | undefined): void => {
+    const value = headers?.['x-cache']
     const name = typeof value === 'string' ? value : 'none'
     xCache[name] = (xCache[name] ?? 0) + 1
   }
+  let finished: (error: unknown, result: autocannon.Result) => void = () => {}
+  const done = new Promise<autocannon.Result>((resolve, reject) => {
+    finished = (error, result) => { if (error === null || error === undefined) resolve(result); else reject(error) }
+  })
   const instance = autocannon({
     url,
     connections,
@@ -48,13 +53,13 @@ export async function runRound (url: string, paths: string[], { connections, sec
     timeout: 10,
     ...(rate !== undefined && { overallRate: rate }),
     requests: paths.map((path) => ({ method: 'GET', path, onResponse }))
-  })
+  }, (error, result) => { finished(error, result) })
   instance.on('response', (_client: unknown, _status: number, _bytes: number, responseTimeMs: number) => {
     latencies.push(responseTimeMs)
   })
   running = instance
   try {
-    const result = await instance
+    const result = await done
     return {
       requestsPerSecond: result.requests.average,
       p50Ms: percentile(latencies, 50),
@@ -62,7 +67,7 @@ export async function runRound (url: string, paths: string[], { connections, sec
       responses: latencies.length,
       errors: result.errors,
       non2xx: result.non2xx,
-      statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, { count }]) => [code, Number(count)])),
+      statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([code, { count }]) => [code, Number(count)])),
       xCache
     }
   } finally {

@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { profileOf } from '../dev/profiles.js'
 import { buildService } from './build.js'
-import { renderSummary, summarizeProfile, type CpuProfile } from './cpu-profile.js'
 import { runRound, stopRunningLoad } from './load.js'
 import { warm } from './phases.js'
 import { ProcessGroup, type RunningChild } from './processes.js'
@@ -14,8 +13,8 @@ import { integerSetting } from './settings.js'
 import { startBare, startService, startSimulator } from './targets.js'
 
 // `npm run bench:profile [-- bare|memory|redis ...]`: the hit path under load with `node --cpu-prof`,
-// on bare Fastify and on the service with each store, and where the CPU time goes. The .cpuprofile
-// files stay in a temp directory, for Chrome DevTools (Performance tab, "Load profile").
+// on bare Fastify and on the service with each store. It prints where each .cpuprofile is: open it in
+// Chrome DevTools (Performance tab, "Load profile") to see where the CPU time goes.
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '')
 const SECONDS = 10
@@ -63,12 +62,8 @@ try {
     await server.stop()
     const file = readdirSync(dir).find((name) => name.endsWith('.cpuprofile'))
     if (file === undefined) throw new Error(`no .cpuprofile in ${dir}`)
-    const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile
-    const title = `${target}: ${Math.round(round.requestsPerSecond)} req/s (statuses ${JSON.stringify(round.statusCodes)}, X-Cache ${JSON.stringify(round.xCache)}), ` +
-      `the profile's last ${SECONDS} s (${join(dir, file)})`
-    // The load ends just before the process does: its last seconds are the load, without the start-up.
-    const summary = summarizeProfile(profile, ROOT, { lastMs: SECONDS * 1000 })
-    process.stdout.write(`\n${renderSummary(title, summary, round.requestsPerSecond * SECONDS)}`)
+    process.stdout.write(`${target}: ${Math.round(round.requestsPerSecond)} req/s (statuses ${JSON.stringify(round.statusCodes)}, X-Cache ${JSON.stringify(round.xCache)}), ` +
+      `${Math.round(round.requestsPerSecond * SECONDS)} requests in ${SECONDS} s: ${join(dir, file)}\n`)
   }
 } catch (error) {
   process.stderr.write(`profile failed: ${(error as Error).stack ?? String(error)}\nchildren's stderr: ${workDir}\n`)
