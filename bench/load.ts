@@ -22,6 +22,8 @@ export interface RoundResult {
   statusCodes: Record<string, number>
   /** X-Cache values seen, `none` when the header is absent (the bare app sends none). */
   xCache: Record<string, number>
+  /** The server's CPU time per response in µs (what a response costs it, whatever else the machine runs); NaN where unknown. */
+  serverCpuUs: number
 }
 
 /** Ends whichever round is running: Ctrl-C and the run's deadline call it. */
@@ -34,7 +36,10 @@ export function stopRunningLoad (): void {
  * Drives `url` for `seconds` over `connections` keep-alive connections, each cycling through `paths`.
  * Every target gets the same callbacks, so the load generator costs the same whichever one it drives.
  */
-export async function runRound (url: string, paths: string[], { connections, seconds, rate }: LoadOptions): Promise<RoundResult> {
+export async function runRound (
+  { url, cpuMs }: { url: string, cpuMs?: () => number | undefined }, paths: string[], { connections, seconds, rate }: LoadOptions
+): Promise<RoundResult> {
+  const cpuBefore = cpuMs?.()
   const xCache: Record<string, number> = {}
   const latencies: number[] = []
   const onResponse = (_status: number, _body: string, _context: unknown, headers: IncomingHttpHeaders | undefined): void => {
@@ -60,6 +65,7 @@ export async function runRound (url: string, paths: string[], { connections, sec
   running = instance
   try {
     const result = await done
+    const cpuAfter = cpuMs?.()
     return {
       requestsPerSecond: result.requests.average,
       p50Ms: percentile(latencies, 50),
@@ -68,7 +74,8 @@ export async function runRound (url: string, paths: string[], { connections, sec
       errors: result.errors,
       non2xx: result.non2xx,
       statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([code, { count }]) => [code, Number(count)])),
-      xCache
+      xCache,
+      serverCpuUs: cpuBefore === undefined || cpuAfter === undefined ? Number.NaN : (cpuAfter - cpuBefore) * 1000 / latencies.length
     }
   } finally {
     running = undefined

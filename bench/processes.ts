@@ -32,6 +32,8 @@ export interface RunningChild {
   url: string
   /** Resident set size in bytes, read from /proc (Linux); undefined elsewhere. */
   rss: () => number | undefined
+  /** CPU time used so far (user + system) in ms, read from /proc (Linux); undefined elsewhere. */
+  cpuMs: () => number | undefined
   stop: () => Promise<void>
 }
 
@@ -71,7 +73,7 @@ export class ProcessGroup {
       const url = `http://${HOST}:${port}`
       await waitReady(`${url}${spec.readyPath}`, exited)
       const pid = child.pid as number
-      return { name: spec.name, pid, port, url, rss: () => residentBytes(pid), stop: async () => await stopChild(child, exited) }
+      return { name: spec.name, pid, port, url, rss: () => residentBytes(pid), cpuMs: () => cpuMilliseconds(pid), stop: async () => await stopChild(child, exited) }
     } catch (error) {
       await stopChild(child, exited)
       const log = await readFile(logPath, 'utf8').catch(() => '')
@@ -122,6 +124,20 @@ async function stopChild (child: ChildProcess, exited: Promise<void>): Promise<v
   if (await Promise.race([exited.then(() => 'exited' as const), timer]) === 'timeout') {
     child.kill('SIGKILL')
     await exited
+  }
+}
+
+/** Linux reports CPU time in USER_HZ ticks, 100 per second on every mainstream architecture. */
+const MS_PER_TICK = 10
+
+function cpuMilliseconds (pid: number): number | undefined {
+  try {
+    // Fields after the command name (which may hold spaces, hence the last ')'): utime and stime are the 12th and 13th.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK
+  } catch {
+    return undefined
   }
 }
 

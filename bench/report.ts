@@ -34,6 +34,7 @@ export function summarize (label: string, rounds: RoundResult[]): TargetSummary 
     requestsPerSecond: median(rounds.map((round) => round.requestsPerSecond)),
     p50Ms: median(rounds.map((round) => round.p50Ms)),
     p99Ms: median(rounds.map((round) => round.p99Ms)),
+    serverCpuUs: median(rounds.map((round) => round.serverCpuUs)),
     errors: sum((round) => round.errors),
     non2xx: sum((round) => round.non2xx),
     responses: sum((round) => round.responses),
@@ -207,9 +208,9 @@ export function renderReport (results: BenchResults): string {
     '',
     '## Hit path (medians over the rounds; ratios: median of the same round\'s ratios)',
     '',
-    '| target | req/s | p50 | p99 | errors | non-2xx | X-Cache | req/s vs floor | p99 vs floor | req/s vs bare |',
-    '|---|---:|---:|---:|---:|---:|---|---:|---:|---:|',
-    ...targets.map((target) => `| ${target.label} | ${count(Math.round(target.requestsPerSecond))} | ${ms(target.p50Ms)} | ${ms(target.p99Ms)}` +
+    '| target | req/s | p50 | p99 | server CPU per response | errors | non-2xx | X-Cache | req/s vs floor | p99 vs floor | req/s vs bare |',
+    '|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|',
+    ...targets.map((target) => `| ${target.label} | ${count(Math.round(target.requestsPerSecond))} | ${ms(target.p50Ms)} | ${ms(target.p99Ms)} | ${us(target.serverCpuUs)}` +
       ` | ${target.errors} | ${nonSuccess(target)} | ${shares(target.xCache, target.responses)}` +
       ` | ${times(roundRatio(target, hit.floor, (round) => round.requestsPerSecond))} | ${times(roundRatio(target, hit.floor, (round) => round.p99Ms))}` +
       ` | ${times(roundRatio(target, hit.bare, (round) => round.requestsPerSecond))} |`),
@@ -296,6 +297,10 @@ function times (value: number): string {
 
 function ms (value: number): string {
   return `${value < 10 ? value.toFixed(2) : value.toFixed(1)} ms`
+}
+
+function us (value: number): string {
+  return Number.isNaN(value) ? 'n/a' : `${value.toFixed(1)} µs`
 }
 
 function mib (bytes: number): string {

@@ -99,20 +99,20 @@ async function bench (): Promise<BenchResults> {
   await secondBare.stop()
 
   const targets = {
-    bare: { label: 'bare Fastify', url: bare.url, paths },
-    floor: { label: 'floor (bare, a hit\'s bytes)', url: bare.url, paths: paths.map((path) => `/floor${path}`) },
-    redis: { label: 'service, Redis', url: redisA.url, paths },
-    memory: { label: 'service, in-process', url: memory.url, paths }
+    bare: { label: 'bare Fastify', server: bare, paths },
+    floor: { label: 'floor (bare, a hit\'s bytes)', server: bare, paths: paths.map((path) => `/floor${path}`) },
+    redis: { label: 'service, Redis', server: redisA, paths },
+    memory: { label: 'service, in-process', server: memory, paths }
   }
   const order = [targets.bare, targets.floor, targets.redis, targets.memory]
   const rounds = new Map(order.map((target): [string, RoundResult[]] => [target.label, []]))
   const load = { connections: settings.connections, seconds: settings.roundSeconds }
-  for (const target of order) await runRound(target.url, target.paths, { ...load, seconds: settings.warmUpSeconds })
+  for (const target of order) await runRound(target.server, target.paths, { ...load, seconds: settings.warmUpSeconds })
   for (let round = 1; round <= settings.rounds; round++) {
     for (const target of order) {
-      const result = await runRound(target.url, target.paths, load)
+      const result = await runRound(target.server, target.paths, load)
       rounds.get(target.label)?.push(result)
-      log(`round ${round}/${settings.rounds} ${target.label}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms.toFixed(2)} ms`)
+      log(`round ${round}/${settings.rounds} ${target.label}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms.toFixed(2)} ms, ${result.serverCpuUs.toFixed(1)} µs CPU per response`)
     }
   }
   log(`Redis trouble: ${settings.redisTroubleSeconds} s hung, then ${settings.redisTroubleSeconds} s gone, under load, on a redis-server of its own`)

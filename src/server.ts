@@ -2,8 +2,7 @@ import closeWithGrace from 'close-with-grace'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
-import { loggerOptions } from './logging/logging.js'
-import { stdoutDestination } from './logging/destination.js'
+import { BatchedLogOutput, loggerOptions } from './logging/logging.js'
 
 // The only module that reads process.env, picks the log transport and listens.
 // Behaviour never depends on NODE_ENV: everything is in the configuration.
@@ -26,11 +25,18 @@ try {
   process.exit(1)
 }
 
+/** Off a terminal, log lines are written once per event-loop turn; what is left at exit, then. */
+function batchedStdout (): BatchedLogOutput {
+  const output = new BatchedLogOutput(process.stdout)
+  process.on('exit', output.flush)
+  return output
+}
+
 const app = await buildApp({
   config,
   logger: {
     ...loggerOptions(config.LOG_LEVEL),
-    ...(process.stdout.isTTY ? { transport: { target: 'pino-pretty' } } : { stream: stdoutDestination() })
+    ...(process.stdout.isTTY ? { transport: { target: 'pino-pretty' } } : { stream: batchedStdout() })
   }
 })
 app.server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS

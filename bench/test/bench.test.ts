@@ -38,7 +38,7 @@ t.test('the Zipf sampler is deterministic, stays in range and favours low ranks'
 
 function round (requestsPerSecond: number, p99Ms: number, xCache: Record<string, number> = { HIT: 1_000 }): RoundResult {
   const responses = Object.values(xCache).reduce((sum, n) => sum + n, 0)
-  return { requestsPerSecond, p50Ms: p99Ms / 3, p99Ms, responses, errors: 0, non2xx: 0, statusCodes: { 200: responses }, xCache }
+  return { requestsPerSecond, p50Ms: p99Ms / 3, p99Ms, responses, errors: 0, non2xx: 0, statusCodes: { 200: responses }, xCache, serverCpuUs: 1_000_000 / requestsPerSecond }
 }
 
 type Overrides = {
@@ -113,7 +113,7 @@ t.test('a hit path with a non-HIT answer, an error or a failed waiter does not p
   const shed = results({ redis: [{ ...round(9_500, 10, { HIT: 990, none: 10 }), non2xx: 10, statusCodes: { 200: 990, 503: 10 } }, round(9_500, 10), round(9_500, 10)] })
   t.equal(verdicts(shed)[0]?.pass, false)
   t.match(verdicts(shed)[0]?.measured, /non-2xx 10 \(503: 10\)/)
-  t.match(renderReport(shed), /\| service, Redis \| [^|]+ \| [^|]+ \| [^|]+ \| 0 \| 10 \(503: 10\) \|/)
+  t.match(renderReport(shed), /\| service, Redis \| [^|]+ \| [^|]+ \| [^|]+ \| [^|]+ \| 0 \| 10 \(503: 10\) \|/)
   const failedWaiter = results({ shelter: { statuses: { 200: 999, 0: 1 } } })
   t.equal(verdicts(failedWaiter)[5]?.pass, false)
   t.match(verdicts(failedWaiter)[5]?.measured, /statuses 0: 1, 200: 999/)
@@ -128,8 +128,8 @@ t.test('the report states the machine, the settings and every round', async (t) 
   const text = renderReport(results({}))
   t.match(text, /2 cores \(CPU\) · Node v20/)
   t.match(text, /LOG_LEVEL=info/)
-  t.match(text, /\| bare Fastify \| 20,000 \| 1\.67 ms \| 5\.00 ms \| 0 \| 0 \| none 100% \| 2\.00x \| 0\.50x \| 1\.00x \|/)
-  t.match(text, /\| service, Redis \| 8,000 \| 5\.00 ms \| 15\.0 ms \| 0 \| 0 \| HIT 100% \| 0\.80x \| 1\.50x \| 0\.40x \|/)
+  t.match(text, /\| bare Fastify \| 20,000 \| 1\.67 ms \| 5\.00 ms \| 50\.0 µs \| 0 \| 0 \| none 100% \| 2\.00x \| 0\.50x \| 1\.00x \|/)
+  t.match(text, /\| service, Redis \| 8,000 \| 5\.00 ms \| 15\.0 ms \| 125\.0 µs \| 0 \| 0 \| HIT 100% \| 0\.80x \| 1\.50x \| 0\.40x \|/)
   t.match(text, /\| 3 \| 20,000 \| 10,000 \| 1,000 \| 9,200 \|/, 'the third round of each target')
 })
 

@@ -44,7 +44,8 @@ export class EncodedBodies {
 
   /** The encodings of `body` (whose tag is `etag`), or undefined when it is too small to gain. */
   async get (etag: string, body: string): Promise<Encodings | undefined> {
-    if (Buffer.byteLength(body) < MIN_ENCODED_BYTES) return undefined
+    // A UTF-16 unit is at most 3 UTF-8 bytes: most bodies are known small without counting their bytes.
+    if (body.length * 3 < MIN_ENCODED_BYTES || Buffer.byteLength(body) < MIN_ENCODED_BYTES) return undefined
     const done = this.#done.get(etag)
     if (done !== undefined) return done
     let pending = this.#pending.get(etag)

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import helmet, { type HelmetOptions } from 'helmet'
 import { DOCS_PREFIX } from './docs.js'
@@ -48,15 +48,22 @@ export function helmetHeaders (options: HelmetOptions): Record<string, string> {
   return headers
 }
 
+/** The API's headers join the constant block; /docs pages get helmet's whole set, decided once per route. */
 async function securityHeaders (app: FastifyInstance): Promise<void> {
-  const api = helmetHeaders(API_HELMET_OPTIONS)
+  Object.assign(app.constantHeaders, helmetHeaders(API_HELMET_OPTIONS))
   const docs = helmetHeaders(DOCS_HELMET_OPTIONS)
-  app.answerHeaders.push((_request, reply) => { reply.headers(api) })
-  // Hooks on every request are callback-style: no promise per request on the hot path.
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.headers(request.routeOptions.url?.startsWith(DOCS_PREFIX) === true ? docs : api)
+  const setDocsHeaders: onRequestHookHandler = (_request, reply, done) => {
+    reply.headers(docs)
     done()
+  }
+  app.addHook('onRoute', (route) => {
+    if (route.url === DOCS_PREFIX || route.url.startsWith(`${DOCS_PREFIX}/`)) route.onRequest = [...asArray(route.onRequest), setDocsHeaders]
   })
 }
 
-export default fp(securityHeaders, { name: 'security-headers', dependencies: ['error-handler'] })
+function asArray<T> (value: T | T[] | undefined): T[] {
+  if (value === undefined) return []
+  return Array.isArray(value) ? value : [value]
+}
+
+export default fp(securityHeaders, { name: 'security-headers', dependencies: ['answer-headers'] })

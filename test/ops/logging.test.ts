@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream'
+import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
-import { loggerOptions } from '../../src/logging/logging.js'
+import { BatchedLogOutput, loggerOptions } from '../../src/logging/logging.js'
 import { stack } from '../helper.js'
 
 type Line = Record<string, unknown> & { level: number, msg: string, reqId?: string }
@@ -151,4 +152,19 @@ t.test('a credential a client put in the query string is censored in the request
   const line = lines.find((entry) => entry.msg === 'request completed')
   t.equal(line?.url, '/user/alice?query=name&access_token=[redacted]&api%5Fkey=[redacted]&Session=[redacted]&page=2')
   t.notMatch(raw.join('\n'), /sim_q1|q2|q3/)
+})
+
+t.test('off a terminal, the lines of one event-loop turn are written together, in order, when it ends', async (t) => {
+  const writes: string[] = []
+  const output = new BatchedLogOutput({ write: (text: string) => writes.push(text) })
+  output.write('{"msg":"a"}\n')
+  output.write('{"msg":"b"}\n')
+  t.same(writes, [], 'nothing written during the turn')
+  await turn()
+  t.same(writes, ['{"msg":"a"}\n{"msg":"b"}\n'], 'one write for the turn')
+  output.write('{"msg":"c"}\n')
+  output.flush()
+  t.same(writes.slice(1), ['{"msg":"c"}\n'], 'flushed on demand (the exit listener)')
+  await turn()
+  t.equal(writes.length, 2, 'nothing written twice, no empty write')
 })
