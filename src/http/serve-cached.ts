@@ -1,7 +1,7 @@
 import type { FastifyReply } from 'fastify'
 import type { CacheState, Served } from '../cache/swr-cache.js'
 import { shortPrefix } from './caller-input.js'
-import { preferredCoding, type EncodedBodies } from './encoded-bodies.js'
+import { preferredCoding, worthEncoding, type EncodedBodies } from './encoded-bodies.js'
 import { PROFILE_NOT_FOUND } from '../errors.js'
 
 /** A body as sent, and the tag that names this version of it. */
@@ -86,7 +86,8 @@ function combinedFigures (served: readonly Served[]): CachingFigures {
  * of its own, since its bytes differ.
  */
 export async function sendRepresentation (reply: FastifyReply, { body, etag }: Representation, encodings: EncodedBodies): Promise<FastifyReply> {
-  const encoded = await encodings.get(etag, body)
+  // Most bodies are too small to encode: no promise for them.
+  const encoded = worthEncoding(body) ? await encodings.get(etag, body) : undefined
   const coding = encoded === undefined ? undefined : preferredCoding(reply.request.headers['accept-encoding'])
   if (encoded !== undefined) addVary(reply, 'accept-encoding')
   const tag = coding === undefined ? etag : codedEtag(etag, coding)
