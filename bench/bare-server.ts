@@ -1,14 +1,20 @@
+import { randomUUID } from 'node:crypto'
 import Fastify from 'fastify'
 
-// The benchmark's yardstick: Fastify with nothing added (no logger, no plugins, no schema) answering
-// the service's route with a constant body of a real profile's size. Nothing the service does on a
-// cache hit can be cheaper than this. Configured by PORT, BARE_BODY and BARE_DELAY_MS.
+// The benchmark's yardsticks: Fastify with nothing added (no logger, no plugins, no schema), configured
+// by BARE_BODY (a real profile's body), BARE_HEADERS (the headers a hit sends) and BARE_DELAY_MS.
 const body = process.env.BARE_BODY ?? '{}'
+const profile: unknown = JSON.parse(body)
+const hitHeaders = JSON.parse(process.env.BARE_HEADERS ?? '{}') as Record<string, string>
 const delayMs = Number(process.env.BARE_DELAY_MS ?? 0)
 const app = Fastify()
 app.get('/healthz', async () => ({ status: 'ok' }))
-app.get('/profile/:username', (_request, reply) => {
-  reply.type('application/json; charset=utf-8').send(body)
+// Bare Fastify: a constant object, serialized per request.
+app.get('/profile/:username', async () => profile)
+// The floor: exactly the headers and bytes a hit sends, a fresh request id included. Nothing the
+// service does on a hit can be cheaper than this.
+app.get('/floor/profile/:username', (_request, reply) => {
+  reply.headers(hitHeaders).header('x-request-id', randomUUID()).send(body)
 })
 // A perfect coalescer's waiter: answered exactly one upstream latency after it asked. The shelter
 // burst against it is the floor that this machine and the load generator put under any waiter.

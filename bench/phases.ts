@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { Pool } from 'undici'
+import { request, type Pool } from 'undici'
 import type { RunningChild } from './processes.js'
 import type { BenchResults } from './report.js'
 import { connectionsTo, countBy, simulatorCounts, stream, timedGet, type Timed } from './requests.js'
@@ -109,6 +109,21 @@ export async function warm (service: RunningChild, paths: string[]): Promise<str
   } finally {
     await pool.close()
   }
+}
+
+/** Headers the server sends whatever it does (Date, keep-alive) or the floor makes per request (the id). */
+const NOT_COPIED = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding', 'x-request-id'])
+
+/** One hit as the load generator receives it: the headers (less NOT_COPIED) and body the floor is to send. */
+export async function hitResponse (service: RunningChild, path: string): Promise<{ headers: Record<string, string>, body: string }> {
+  const response = await request(`${service.url}${path}`)
+  const body = await response.body.text()
+  if (response.statusCode !== 200 || response.headers['x-cache'] !== 'HIT') throw new Error(`${service.name}: ${path} was not a 200 HIT`)
+  const headers: Record<string, string> = {}
+  for (const [name, value] of Object.entries(response.headers)) {
+    if (!NOT_COPIED.has(name) && typeof value === 'string') headers[name] = value
+  }
+  return { headers, body }
 }
 
 /**

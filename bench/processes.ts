@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { closeSync, openSync, readFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
-import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { request } from 'undici'
@@ -13,16 +12,15 @@ const READY_TIMEOUT_MS = 30_000
 const READY_POLL_MS = 100
 /** SIGTERM, then this long for a graceful close (a --cpu-prof child writes its profile then), then SIGKILL. */
 const STOP_GRACE_MS = 15_000
-const PORT_ATTEMPTS = 3
-
-class PortTaken extends Error {}
+/** Preloaded into every child: it listens on port 0 and reports the port it got (see report-port.ts). */
+const REPORT_PORT = ['--import', './bench/report-port.ts']
 
 export interface ChildSpec {
   name: string
   /** Arguments to `node`, run from the repository root, e.g. `['dist/server.js']`. */
   args: string[]
-  /** The child's whole environment, given the port it is to listen on. */
-  env: (port: number) => Record<string, string>
+  /** The child's whole environment; it is to listen on port 0. */
+  env: Record<string, string>
   /** Polled until it answers 200; the child counts as started then. */
   readyPath: string
 }
@@ -34,19 +32,9 @@ export interface RunningChild {
   url: string
   /** Resident set size in bytes, read from /proc (Linux); undefined elsewhere. */
   rss: () => number | undefined
+  /** CPU time used so far (user + system) in ms, read from /proc (Linux); undefined elsewhere. */
+  cpuMs: () => number | undefined
   stop: () => Promise<void>
-}
-
-/** A port the kernel just handed out on loopback, released for the child to take. */
-export async function freePort (): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(0, HOST, resolve)
-  })
-  const { port } = server.address() as AddressInfo
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
 }
 
 /**
@@ -65,29 +53,14 @@ export class ProcessGroup {
     this.#logDir = logDir
   }
 
-  /**
-   * Starts the child on a free port. Between the moment a port is found free and the moment the child
-   * binds it, another process on a busy machine may take it: then the child is started again on
-   * another port, a bounded number of times.
-   */
+  /** Starts the child, on the port it reports, and waits until `readyPath` answers 200. */
   async start (spec: ChildSpec): Promise<RunningChild> {
-    for (let attempt = 1; attempt <= PORT_ATTEMPTS; attempt++) {
-      try {
-        return await this.#startOnce(spec, await freePort())
-      } catch (error) {
-        if (!(error instanceof PortTaken)) throw error
-      }
-    }
-    throw new Error(`${spec.name} did not start: the free port it was given was taken ${PORT_ATTEMPTS} times`)
-  }
-
-  async #startOnce (spec: ChildSpec, port: number): Promise<RunningChild> {
     const logPath = join(this.#logDir, `${spec.name}.stderr.log`)
     const stderr = openSync(logPath, 'w')
-    const child = spawn(process.execPath, spec.args, {
+    const child = spawn(process.execPath, [...REPORT_PORT, ...spec.args], {
       cwd: this.#root,
-      env: spec.env(port),
-      stdio: ['ignore', 'ignore', stderr]
+      env: spec.env,
+      stdio: ['ignore', 'ignore', stderr, 'ipc']
     })
     closeSync(stderr)
     this.#children.add(child)
@@ -95,23 +68,16 @@ export class ProcessGroup {
       this.#children.delete(child)
       resolve()
     }))
-    const url = `http://${HOST}:${port}`
     try {
+      const port = await reportedPort(child, exited)
+      const url = `http://${HOST}:${port}`
       await waitReady(`${url}${spec.readyPath}`, exited)
+      const pid = child.pid as number
+      return { name: spec.name, pid, port, url, rss: () => residentBytes(pid), cpuMs: () => cpuMilliseconds(pid), stop: async () => await stopChild(child, exited) }
     } catch (error) {
       await stopChild(child, exited)
       const log = await readFile(logPath, 'utf8').catch(() => '')
-      if (log.includes('EADDRINUSE')) throw new PortTaken()
       throw new Error(`${spec.name} did not start: ${(error as Error).message}\n${log.slice(-2_000)}`)
-    }
-    const pid = child.pid as number
-    return {
-      name: spec.name,
-      pid,
-      port,
-      url,
-      rss: () => residentBytes(pid),
-      stop: async () => await stopChild(child, exited)
     }
   }
 
@@ -124,6 +90,16 @@ export class ProcessGroup {
   killAllNow (): void {
     for (const child of this.#children) child.kill('SIGKILL')
   }
+}
+
+async function reportedPort (child: ChildProcess, exited: Promise<void>): Promise<number> {
+  const reported = new Promise<number>((resolve) => {
+    child.once('message', (message: { port?: unknown }) => { if (typeof message.port === 'number') resolve(message.port) })
+  })
+  const timeout = sleep(READY_TIMEOUT_MS, 'timeout' as const, { ref: false })
+  const port = await Promise.race([reported, exited.then(() => 'exited' as const), timeout])
+  if (typeof port === 'number') return port
+  throw new Error(port === 'exited' ? 'the process exited' : `no port reported within ${READY_TIMEOUT_MS} ms`)
 }
 
 async function waitReady (url: string, exited: Promise<void>): Promise<void> {
@@ -148,6 +124,20 @@ async function stopChild (child: ChildProcess, exited: Promise<void>): Promise<v
   if (await Promise.race([exited.then(() => 'exited' as const), timer]) === 'timeout') {
     child.kill('SIGKILL')
     await exited
+  }
+}
+
+/** Linux reports CPU time in USER_HZ ticks, 100 per second on every mainstream architecture. */
+const MS_PER_TICK = 10
+
+function cpuMilliseconds (pid: number): number | undefined {
+  try {
+    // Fields after the command name (which may hold spaces, hence the last ')'): utime and stime are the 12th and 13th.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK
+  } catch {
+    return undefined
   }
 }
 

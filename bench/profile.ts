@@ -1,21 +1,20 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { profileOf } from '../dev/profiles.js'
 import { buildService } from './build.js'
-import { renderSummary, summarizeProfile, type CpuProfile } from './cpu-profile.js'
 import { runRound, stopRunningLoad } from './load.js'
-import { warm } from './phases.js'
+import { hitResponse, warm } from './phases.js'
 import { ProcessGroup, type RunningChild } from './processes.js'
 import { deleteKeysUnder, assertRedisReachable } from './redis-keys.js'
 import { integerSetting } from './settings.js'
 import { startBare, startService, startSimulator } from './targets.js'
 
-// `npm run bench:profile [-- bare|memory|redis ...]`: the hit path under load with `node --cpu-prof`,
-// on bare Fastify and on the service with each store, and where the CPU time goes. The .cpuprofile
-// files stay in a temp directory, for Chrome DevTools (Performance tab, "Load profile").
+// `npm run bench:profile [-- bare|floor|memory|redis ...]`: the hit path under load with `node --cpu-prof`,
+// on bare Fastify, on the floor (bare Fastify sending a hit's bytes) and on the service with each store. It prints where each .cpuprofile is: open it in
+// Chrome DevTools (Performance tab, "Load profile") to see where the CPU time goes.
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '')
 const SECONDS = 10
@@ -26,7 +25,8 @@ const CONNECTIONS = 50
  */
 const RATE = integerSetting('BENCH_PROFILE_RATE', 2_000, 1, 100_000)
 const DEADLINE_MS = 180_000
-const targets = process.argv.slice(2).filter((arg) => ['bare', 'memory', 'redis'].includes(arg))
+const TARGETS = ['bare', 'floor', 'memory', 'redis']
+const targets = process.argv.slice(2).filter((arg) => TARGETS.includes(arg))
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const keyPrefix = `pbff-bench-profile:${Date.now().toString(36)}-${randomBytes(3).toString('hex')}:`
 const workDir = mkdtempSync(join(tmpdir(), 'pbff-profile-'))
@@ -40,13 +40,21 @@ try {
   buildService(ROOT, (line) => process.stdout.write(`${line}\n`))
   const simulator = await startSimulator(group, 50)
   const paths = Array.from({ length: 100 }, (_, index) => `/profile/hit-${index}`)
-  for (const target of targets.length > 0 ? targets : ['bare', 'memory', 'redis']) {
+  for (const target of targets.length > 0 ? targets : TARGETS) {
     const dir = join(workDir, target)
     const nodeArgs = ['--cpu-prof', '--cpu-prof-dir', dir]
     let server: RunningChild
+    let targetPaths = paths
     if (target === 'bare') {
       // The yardstick under the same load: what any Node process pays to answer these requests.
       server = await startBare(group, { body: JSON.stringify({ user: profileOf('hit-0') }), delayMs: 0, nodeArgs })
+    } else if (target === 'floor') {
+      const service = await startService(group, { name: 'service-for-floor', simulator, logLevel: 'info' })
+      await warm(service, paths)
+      const hit = await hitResponse(service, paths[0] as string)
+      await service.stop()
+      server = await startBare(group, { body: hit.body, headers: hit.headers, delayMs: 0, nodeArgs })
+      targetPaths = paths.map((path) => `/floor${path}`)
     } else {
       if (target === 'redis') await assertRedisReachable(redisUrl)
       server = await startService(group, {
@@ -58,17 +66,13 @@ try {
       })
       await warm(server, paths)
     }
-    const round = await runRound(server.url, paths, { connections: CONNECTIONS, seconds: SECONDS, rate: RATE })
+    const round = await runRound(server, targetPaths, { connections: CONNECTIONS, seconds: SECONDS, rate: RATE })
     // The profile is written when the process exits; SIGTERM makes it close and exit normally.
     await server.stop()
     const file = readdirSync(dir).find((name) => name.endsWith('.cpuprofile'))
     if (file === undefined) throw new Error(`no .cpuprofile in ${dir}`)
-    const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile
-    const title = `${target}: ${Math.round(round.requestsPerSecond)} req/s (statuses ${JSON.stringify(round.statusCodes)}, X-Cache ${JSON.stringify(round.xCache)}), ` +
-      `the profile's last ${SECONDS} s (${join(dir, file)})`
-    // The load ends just before the process does: its last seconds are the load, without the start-up.
-    const summary = summarizeProfile(profile, ROOT, { lastMs: SECONDS * 1000 })
-    process.stdout.write(`\n${renderSummary(title, summary, round.requestsPerSecond * SECONDS)}`)
+    process.stdout.write(`${target}: ${Math.round(round.requestsPerSecond)} req/s, ${round.serverCpuUs.toFixed(1)} µs CPU per response (statuses ${JSON.stringify(round.statusCodes)}, X-Cache ${JSON.stringify(round.xCache)}), ` +
+      `${Math.round(round.requestsPerSecond * SECONDS)} requests in ${SECONDS} s: ${join(dir, file)}\n`)
   }
 } catch (error) {
   process.stderr.write(`profile failed: ${(error as Error).stack ?? String(error)}\nchildren's stderr: ${workDir}\n`)

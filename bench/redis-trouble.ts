@@ -4,10 +4,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { createServer, type AddressInfo } from 'node:net'
 import { Redis } from 'ioredis'
 import type { Pool } from 'undici'
 import { warm } from './phases.js'
-import { freePort, HOST, type ProcessGroup } from './processes.js'
+import { HOST, type ProcessGroup } from './processes.js'
 import type { BenchResults } from './report.js'
 import { connectionsTo, simulatorCounts, timedGet } from './requests.js'
 import { percentile } from './stats.js'
@@ -127,6 +128,7 @@ class OwnRedis {
     process.once('exit', this.#killOnExit)
   }
 
+  /** redis-server cannot report a port it chose, and is restarted on the same one: a port the kernel just freed. */
   static async start (): Promise<OwnRedis> {
     const redis = new OwnRedis(await freePort())
     await redis.restart()
@@ -157,4 +159,15 @@ class OwnRedis {
     process.removeListener('exit', this.#killOnExit)
     rmSync(this.#dir, { recursive: true, force: true })
   }
+}
+
+async function freePort (): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, HOST, resolve)
+  })
+  const { port } = server.address() as AddressInfo
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
 }

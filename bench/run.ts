@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { buildService } from './build.js'
 import { runRound, stopRunningLoad, type RoundResult } from './load.js'
-import { batchVsSingles, shelter, shelterFloor, warm, zipfMix } from './phases.js'
+import { batchVsSingles, hitResponse, shelter, shelterFloor, warm, zipfMix } from './phases.js'
 import { ProcessGroup } from './processes.js'
 import { redisTrouble } from './redis-trouble.js'
 import { deleteKeysUnder, assertRedisReachable } from './redis-keys.js'
@@ -14,7 +14,7 @@ import { integerSetting } from './settings.js'
 import { renderReport, summarize, type BenchResults, type TargetSummary } from './report.js'
 import { startBare, startService, startSimulator } from './targets.js'
 
-// `npm run bench`: one run, on this machine, of everything issue 6 asks to measure. See README "Benchmark".
+// `npm run bench`: one run, on this machine, of what issues 6, 10 and 13 ask to measure. See bench/README.md.
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const RESULT_FILE = join(ROOT, 'bench/results/latest.md')
@@ -34,7 +34,7 @@ const settings = {
   listPage: { usernames: 50, pageViews: 100 }
 }
 /** Start-up, shelter and Zipf take well under three minutes on a busy 2-core machine; the rounds are counted. */
-const DEADLINE_MS = 180_000 + 1_500 * 2 * (settings.redisTroubleSeconds + 3) + 1_500 * settings.roundSeconds * 3 * (settings.rounds + 1)
+const DEADLINE_MS = 180_000 + 1_500 * 2 * (settings.redisTroubleSeconds + 3) + 1_500 * settings.roundSeconds * 4 * (settings.rounds + 1)
 
 const runId = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`
 const keyPrefix = `pbff-bench:${runId}:`
@@ -90,22 +90,29 @@ async function bench (): Promise<BenchResults> {
   log(`a list page: ${settings.listPage.usernames} warm usernames as single requests and as one batch, ${settings.listPage.pageViews} times`)
   const listPage = Array.from({ length: settings.listPage.usernames }, (_, index) => `hit-${index}`)
   const batch = await batchVsSingles({ service: memory, usernames: listPage, pageViews: settings.listPage.pageViews })
-  const bareOptions = { body: medianLengthBody(bodies), delayMs: settings.upstreamLatencyMs }
+  // The floor sends the hit of median body size, with the headers the load generator received with it.
+  const hit = await hitResponse(memory, medianLengthPath(paths, bodies))
+  const bareOptions = { body: hit.body, headers: hit.headers, delayMs: settings.upstreamLatencyMs }
   const [bare, secondBare] = await Promise.all([startBare(group, bareOptions), startBare(group, { ...bareOptions, name: 'bare-fastify-b' })])
   log('shelter floor: the same burst against two bare Fastify instances holding each request for the upstream latency')
   const floor = await shelterFloor([bare, secondBare], settings.shelterRequests)
   await secondBare.stop()
 
-  const targets = { bare: { label: 'bare Fastify', url: bare.url }, redis: { label: 'service, Redis', url: redisA.url }, memory: { label: 'service, in-process', url: memory.url } }
-  const order = [targets.bare, targets.redis, targets.memory]
+  const targets = {
+    bare: { label: 'bare Fastify', server: bare, paths },
+    floor: { label: 'floor (bare, a hit\'s bytes)', server: bare, paths: paths.map((path) => `/floor${path}`) },
+    redis: { label: 'service, Redis', server: redisA, paths },
+    memory: { label: 'service, in-process', server: memory, paths }
+  }
+  const order = [targets.bare, targets.floor, targets.redis, targets.memory]
   const rounds = new Map(order.map((target): [string, RoundResult[]] => [target.label, []]))
   const load = { connections: settings.connections, seconds: settings.roundSeconds }
-  for (const target of order) await runRound(target.url, paths, { ...load, seconds: settings.warmUpSeconds })
+  for (const target of order) await runRound(target.server, target.paths, { ...load, seconds: settings.warmUpSeconds })
   for (let round = 1; round <= settings.rounds; round++) {
     for (const target of order) {
-      const result = await runRound(target.url, paths, load)
+      const result = await runRound(target.server, target.paths, load)
       rounds.get(target.label)?.push(result)
-      log(`round ${round}/${settings.rounds} ${target.label}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms.toFixed(2)} ms`)
+      log(`round ${round}/${settings.rounds} ${target.label}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms.toFixed(2)} ms, ${result.serverCpuUs.toFixed(1)} µs CPU per response`)
     }
   }
   log(`Redis trouble: ${settings.redisTroubleSeconds} s hung, then ${settings.redisTroubleSeconds} s gone, under load, on a redis-server of its own`)
@@ -116,7 +123,7 @@ async function bench (): Promise<BenchResults> {
   return {
     machine,
     settings: { upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames, buildTypeErrors },
-    hit: { bare: summary(targets.bare), redis: summary(targets.redis), memory: summary(targets.memory) },
+    hit: { bare: summary(targets.bare), floor: summary(targets.floor), redis: summary(targets.redis), memory: summary(targets.memory) },
     shelter: { ...shelterResult, ...floor },
     zipf: zipfResult,
     memory: { serviceRssBytes },
@@ -133,10 +140,10 @@ async function abort (reason: string, exitCode: number): Promise<void> {
   process.exit(exitCode)
 }
 
-/** The bare app answers one body for every username: the warmed body of median size. */
-function medianLengthBody (bodies: string[]): string {
-  const sorted = [...bodies].sort((a, b) => a.length - b.length)
-  return sorted[sorted.length >> 1] ?? '{}'
+/** The warmed path whose body is of median size. */
+function medianLengthPath (paths: string[], bodies: string[]): string {
+  const bySize = paths.map((path, index) => ({ path, size: bodies[index]?.length ?? 0 })).sort((a, b) => a.size - b.size)
+  return bySize[bySize.length >> 1]?.path ?? paths[0] ?? '/profile/anyone'
 }
 
 function machineInfo (): BenchResults['machine'] {

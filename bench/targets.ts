@@ -24,7 +24,7 @@ export async function startSimulator (group: ProcessGroup, latencyMs: number): P
     name: 'simulator',
     args: ['--import', 'tsx', 'dev/simulator-server.ts'],
     readyPath: '/__sim/stats',
-    env: (port) => ({ ...baseEnv(), SIM_PORT: String(port), SIM_HOST: HOST, SIM_LATENCY_MS: String(latencyMs), CLIENT_ID, CLIENT_SECRET })
+    env: { ...baseEnv(), SIM_PORT: '0', SIM_HOST: HOST, SIM_LATENCY_MS: String(latencyMs), CLIENT_ID, CLIENT_SECRET }
   })
   return { ...child, latencyMs }
 }
@@ -56,22 +56,23 @@ export async function startService (group: ProcessGroup, options: ServiceOptions
     env.REDIS_URL = options.redis.url
     env.CACHE_KEY_PREFIX = options.redis.keyPrefix
   }
-  return await group.start({ name: options.name, args: [...(options.nodeArgs ?? []), SERVER_ENTRY], readyPath: '/healthz', env: (port) => ({ ...env, PORT: String(port) }) })
+  return await group.start({ name: options.name, args: [...(options.nodeArgs ?? []), SERVER_ENTRY], readyPath: '/healthz', env: { ...env, PORT: '0' } })
 }
 
 /**
- * The yardstick: bare Fastify answering `body` on the same route (and after `delayMs` on `/slow/...`).
+ * The yardsticks, in one bare Fastify process: a constant object on `/profile/...`, the floor (`headers`
+ * and `body` exactly as a hit sends them) on `/floor/profile/...`, and `body` after `delayMs` on `/slow/...`.
  * It runs through tsx: the loader costs memory and start-up, not time per request.
  */
 export async function startBare (
   group: ProcessGroup,
-  { name = 'bare-fastify', body, delayMs, nodeArgs = [] }: { name?: string, body: string, delayMs: number, nodeArgs?: string[] }
+  { name = 'bare-fastify', body, headers = {}, delayMs, nodeArgs = [] }: { name?: string, body: string, headers?: Record<string, string>, delayMs: number, nodeArgs?: string[] }
 ): Promise<RunningChild> {
   return await group.start({
     name,
     args: [...nodeArgs, '--import', 'tsx', 'bench/bare-server.ts'],
     readyPath: '/healthz',
-    env: (port) => ({ ...baseEnv(), PORT: String(port), BARE_BODY: body, BARE_DELAY_MS: String(delayMs) })
+    env: { ...baseEnv(), PORT: '0', BARE_BODY: body, BARE_HEADERS: JSON.stringify(headers), BARE_DELAY_MS: String(delayMs) }
   })
 }
 

@@ -6,7 +6,7 @@ import configPlugin from './plugins/config.js'
 import errorHandler from './plugins/error-handler.js'
 import redis from './plugins/redis.js'
 import telemetry from './plugins/telemetry.js'
-import requestIdHeader from './plugins/request-id.js'
+import answerHeaders from './plugins/answer-headers.js'
 import gracefulClose from './plugins/graceful-close.js'
 import securityHeaders from './plugins/security-headers.js'
 import cors from './plugins/cors.js'
@@ -72,7 +72,7 @@ export async function buildApp ({
   await app.register(configPlugin, { config })
   await app.register(errorHandler)
   await app.register(telemetry)
-  await app.register(requestIdHeader)
+  await app.register(answerHeaders)
   await app.register(gracefulClose)
   await app.register(redis, { now })
   await app.register(upstream, { now })

@@ -44,7 +44,7 @@ export class EncodedBodies {
 
   /** The encodings of `body` (whose tag is `etag`), or undefined when it is too small to gain. */
   async get (etag: string, body: string): Promise<Encodings | undefined> {
-    if (Buffer.byteLength(body) < MIN_ENCODED_BYTES) return undefined
+    if (!worthEncoding(body)) return undefined
     const done = this.#done.get(etag)
     if (done !== undefined) return done
     let pending = this.#pending.get(etag)
@@ -62,6 +62,12 @@ export class EncodedBodies {
     const [br, gzipped] = await Promise.all([this.#compress.br(body), this.#compress.gzip(body)])
     return { br, gzip: gzipped }
   }
+}
+
+/** Whether `body` is large enough to gain from compression (see MIN_ENCODED_BYTES). */
+export function worthEncoding (body: string): boolean {
+  // A UTF-16 unit is at most 3 UTF-8 bytes: most bodies are known small without counting their bytes.
+  return body.length * 3 >= MIN_ENCODED_BYTES && Buffer.byteLength(body) >= MIN_ENCODED_BYTES
 }
 
 /**

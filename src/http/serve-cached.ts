@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify'
 import type { CacheState } from '../cache/cache-entry.js'
 import type { Served } from '../cache/swr-cache.js'
 import { shortPrefix } from './caller-input.js'
-import { preferredCoding, type EncodedBodies } from './encoded-bodies.js'
+import { preferredCoding, worthEncoding, type EncodedBodies } from './encoded-bodies.js'
 import { PROFILE_NOT_FOUND } from '../errors.js'
 
 /** A body as sent, and the tag that names this version of it. */
@@ -38,18 +38,47 @@ export async function serveCached (
  * freshness; only an origin failure (`stale-if-error`) may use the rest of the stale window, as we do.
  */
 export function setCachingHeaders (reply: FastifyReply, served: readonly Served[], upstreamMs?: number): void {
-  const state = worstState(served.map((one) => one.state))
+  const [one] = served
+  const { state, age, maxAge, staleLeft, freshness } = served.length === 1 && one !== undefined ? figuresOf(one) : combinedFigures(served)
   reply.header('x-cache', state)
-  const cached = served.filter((one) => one.state === 'HIT' || one.state === 'STALE')
-  if (cached.length > 0) reply.header('age', Math.max(...cached.map(({ entry, at }) => wholeSeconds(at - entry.storedAt))))
-  const timing = [`cache;desc=${state}`]
-  if (upstreamMs !== undefined && (state === 'MISS' || state === 'BYPASS')) timing.push(`upstream;dur=${upstreamMs.toFixed(1)}`)
-  reply.header('server-timing', timing.join(', '))
-  const maxAge = Math.min(...served.map(({ entry, at }) => wholeSeconds(entry.freshUntil - at)))
-  const staleLeft = Math.min(...served.map(({ entry, at }) => wholeSeconds(entry.staleUntil - Math.max(at, entry.freshUntil))))
-  const freshness = Math.min(...served.map(({ entry }) => wholeSeconds(entry.freshUntil - entry.storedAt)))
+  if (age !== undefined) reply.header('age', age)
+  const upstream = upstreamMs !== undefined && (state === 'MISS' || state === 'BYPASS') ? `, upstream;dur=${upstreamMs.toFixed(1)}` : ''
+  reply.header('server-timing', `cache;desc=${state}${upstream}`)
   const swr = Math.min(staleLeft, freshness)
   reply.header('cache-control', `public, max-age=${maxAge}, stale-while-revalidate=${swr}, stale-if-error=${staleLeft}`)
+}
+
+interface CachingFigures {
+  state: CacheState
+  /** Undefined when nothing came from the cache. */
+  age: number | undefined
+  maxAge: number
+  staleLeft: number
+  freshness: number
+}
+
+/** One entry's figures, in seconds: the common case, without the arrays a batch needs. */
+function figuresOf ({ entry, at, state }: Served): CachingFigures {
+  return {
+    state,
+    age: state === 'HIT' || state === 'STALE' ? wholeSeconds(at - entry.storedAt) : undefined,
+    maxAge: wholeSeconds(entry.freshUntil - at),
+    staleLeft: wholeSeconds(entry.staleUntil - Math.max(at, entry.freshUntil)),
+    freshness: wholeSeconds(entry.freshUntil - entry.storedAt)
+  }
+}
+
+/** Several entries answer as their least fresh one, with the oldest age of those served from the cache. */
+function combinedFigures (served: readonly Served[]): CachingFigures {
+  const each = served.map(figuresOf)
+  const ages = each.flatMap(({ age }) => age === undefined ? [] : [age])
+  return {
+    state: worstState(each.map(({ state }) => state)),
+    age: ages.length > 0 ? Math.max(...ages) : undefined,
+    maxAge: Math.min(...each.map(({ maxAge }) => maxAge)),
+    staleLeft: Math.min(...each.map(({ staleLeft }) => staleLeft)),
+    freshness: Math.min(...each.map(({ freshness }) => freshness))
+  }
 }
 
 /**
@@ -58,7 +87,8 @@ export function setCachingHeaders (reply: FastifyReply, served: readonly Served[
  * of its own, since its bytes differ.
  */
 export async function sendRepresentation (reply: FastifyReply, { body, etag }: Representation, encodings: EncodedBodies): Promise<FastifyReply> {
-  const encoded = await encodings.get(etag, body)
+  // Most bodies are too small to encode: no promise for them.
+  const encoded = worthEncoding(body) ? await encodings.get(etag, body) : undefined
   const coding = encoded === undefined ? undefined : preferredCoding(reply.request.headers['accept-encoding'])
   if (encoded !== undefined) addVary(reply, 'accept-encoding')
   const tag = coding === undefined ? etag : codedEtag(etag, coding)
@@ -72,7 +102,7 @@ export async function sendRepresentation (reply: FastifyReply, { body, etag }: R
 }
 
 /** `"abc"` in brotli is `"abc-br"`: a tag per coding, derived from the body's. */
-export function codedEtag (etag: string, coding: string): string {
+function codedEtag (etag: string, coding: string): string {
   return `${etag.slice(0, -1)}-${coding}"`
 }
 

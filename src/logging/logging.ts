@@ -6,7 +6,7 @@ import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 const SECRET_PARAMETER = /token|secret|password|auth|key|session/i
 
 /** The URL as logged: its path and query, with the value of any credential-like parameter censored. */
-export function loggedUrl (url: string): string {
+function loggedUrl (url: string): string {
   const queryAt = url.indexOf('?')
   if (queryAt === -1) return url
   const parameters = url.slice(queryAt + 1).split('&').map((parameter) => {
@@ -26,7 +26,7 @@ function decodeURIComponentSafe (text: string): string {
 
 /** What a log line says about an error: these fields, and never anything else the error carries. */
 // A type, not an interface: pino's serializer types want an index signature.
-export type SafeError = {
+type SafeError = {
   type: string
   message: string
   stack: string
@@ -48,7 +48,7 @@ const MAX_AGGREGATED = 3
  * so nothing attached to an error can reach a line, whatever it is named. A thrown non-error is
  * reduced to its type.
  */
-export function safeError (value: unknown, depth = 0): SafeError {
+function safeError (value: unknown, depth = 0): SafeError {
   if (!(value instanceof Error)) return { type: value === null ? 'null' : typeof value, message: 'a non-error was thrown', stack: '' }
   const { code, statusCode, cause } = value as Error & { code?: unknown, statusCode?: unknown }
   const safe: SafeError = { type: value.constructor.name, message: value.message, stack: value.stack ?? '' }

@@ -4,7 +4,7 @@ import fp from 'fastify-plugin'
 import type { AnswerHeaders } from './error-handler.js'
 
 /** Response headers a frontend may read besides the simple ones: caching, retry and tracing. */
-export const EXPOSED_HEADERS = [
+const EXPOSED_HEADERS = [
   'age', 'etag', 'retry-after', 'server-timing', 'x-cache', 'x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'
 ]
 
@@ -14,10 +14,10 @@ export const EXPOSED_HEADERS = [
  */
 async function corsPolicy (app: FastifyInstance): Promise<void> {
   const origins = parseOrigins(app.config.CORS_ORIGINS)
+  const anyOrigin = origins.includes('*')
   // Only a real preflight (Origin and Access-Control-Request-Method) is answered; any other OPTIONS is
   // an unsupported method, `405 METHOD_NOT_ALLOWED` like the others, not @fastify/cors's plain-text 400.
   const setHeaders = corsHeaders(origins)
-  app.answerHeaders.push(setHeaders)
   app.addHook('onRequest', (request, reply, done) => {
     const { origin, 'access-control-request-method': method } = request.headers
     if (request.method === 'OPTIONS' && (origin === undefined || method === undefined)) {
@@ -27,29 +27,40 @@ async function corsPolicy (app: FastifyInstance): Promise<void> {
       done()
     }
   })
-  await app.register(cors, {
-    origin: origins.includes('*') ? '*' : origins,
+  const options = {
+    origin: anyOrigin ? '*' : origins,
     methods: ['GET', 'HEAD'],
     exposedHeaders: EXPOSED_HEADERS,
     // Browsers may reuse a preflight answer this long (seconds); most lookups need none anyway.
     maxAge: 600
-  })
+  }
+  if (anyOrigin) {
+    // The same two headers on every answer: they join the constant block, and @fastify/cors, in a scope
+    // of its own, answers only the preflights (its OPTIONS route), not every request.
+    Object.assign(app.constantHeaders, ANY_ORIGIN_HEADERS)
+    await app.register(async (preflights) => { await preflights.register(cors, options) })
+  } else {
+    app.answerHeaders.push(setHeaders)
+    await app.register(cors, options)
+  }
 }
+
+const ANY_ORIGIN_HEADERS = { 'access-control-allow-origin': '*', 'access-control-expose-headers': EXPOSED_HEADERS.join(', ') }
 
 /** @fastify/cors's answer to a simple request, for the answers its hook never sees (see plugins/error-handler.ts). */
 function corsHeaders (origins: readonly string[]): AnswerHeaders {
   return (request, reply) => {
     const { origin } = request.headers
-    if (origins.includes('*')) reply.header('access-control-allow-origin', '*')
-    else if (origin !== undefined && origins.includes(origin)) reply.header('access-control-allow-origin', origin).header('vary', 'origin')
-    else return
-    reply.header('access-control-expose-headers', EXPOSED_HEADERS.join(', '))
+    if (origins.includes('*')) reply.headers(ANY_ORIGIN_HEADERS)
+    else if (origin !== undefined && origins.includes(origin)) {
+      reply.header('access-control-allow-origin', origin).header('vary', 'origin').header('access-control-expose-headers', EXPOSED_HEADERS.join(', '))
+    }
   }
 }
 
 /** `https://a.example, https://b.example` → the origins, blanks dropped. */
-export function parseOrigins (value: string): string[] {
+function parseOrigins (value: string): string[] {
   return value.split(',').map((origin) => origin.trim()).filter((origin) => origin !== '')
 }
 
-export default fp(corsPolicy, { name: 'cors', dependencies: ['config', 'error-handler'] })
+export default fp(corsPolicy, { name: 'cors', dependencies: ['config', 'error-handler', 'answer-headers'] })

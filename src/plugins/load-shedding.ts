@@ -15,7 +15,7 @@ export const SHED_RETRY_AFTER_SECONDS = 5
  * utilization threshold: a process serving flat out is ~100% utilized while still answering in
  * milliseconds (measured: 503s for most of a benchmark at 7 ms of loop delay); delay is what callers feel.
  */
-export const DEFAULT_LOAD_SHEDDING: LoadSheddingOptions = {
+const DEFAULT_LOAD_SHEDDING: LoadSheddingOptions = {
   maxEventLoopDelay: 1_000,
   maxHeapUsedBytes: Math.floor(getHeapStatistics().heap_size_limit * 0.9)
 }

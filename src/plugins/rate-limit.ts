@@ -39,12 +39,15 @@ async function clientRateLimit (app: FastifyInstance): Promise<void> {
     app.addHook('onClose', async () => { await counts.close() })
     store = handing(counts)
   }
+  // Operational routes get no limiter hook at all, decided once per route (before @fastify/rate-limit's own onRoute).
+  app.addHook('onRoute', (route) => {
+    if (isOperationalRoute(route.url)) route.config = { ...route.config, rateLimit: false }
+  })
   await app.register(rateLimit, {
     max: config.RATE_LIMIT_PER_MINUTE,
     timeWindow: RATE_LIMIT_WINDOW_MS,
     ...(store !== undefined ? { store } : { cache: STANDALONE_RATE_LIMIT_CLIENTS }),
     skipOnError: true,
-    allowList: (request: FastifyRequest) => isOperationalRoute(request.routeOptions.url),
     // Thrown to the one error handler, which answers the contract's body with this Retry-After.
     errorResponseBuilder: (_request, context) => {
       const seconds = Math.max(1, Math.ceil(context.ttl / 1000))

@@ -1,6 +1,7 @@
-import helmet, { type FastifyHelmetOptions } from '@fastify/helmet'
-import Fastify, { type FastifyInstance } from 'fastify'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { FastifyInstance, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
+import helmet, { type HelmetOptions } from 'helmet'
 import { DOCS_PREFIX } from '../http/operational-routes.js'
 
 /**
@@ -12,17 +13,17 @@ const TUNED = {
   contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
   crossOriginResourcePolicy: { policy: 'cross-origin' },
   frameguard: { action: 'deny' }
-} satisfies FastifyHelmetOptions
+} satisfies HelmetOptions
 
 /** /docs serves HTML pages: helmet's whole set. */
-export const DOCS_HELMET_OPTIONS: FastifyHelmetOptions = TUNED
+const DOCS_HELMET_OPTIONS: HelmetOptions = TUNED
 
 /**
  * The API's answers are JSON only: the headers that protect an HTML document (its window, scripts,
  * DNS prefetches, downloads, Flash policies, the old XSS filter) have nothing to act on, and each header
  * costs every hit about a microsecond. Kept: CSP, frame options, nosniff, Referrer-Policy, HSTS, CORP.
  */
-export const API_HELMET_OPTIONS: FastifyHelmetOptions = {
+const API_HELMET_OPTIONS: HelmetOptions = {
   ...TUNED,
   crossOriginOpenerPolicy: false,
   originAgentCluster: false,
@@ -33,34 +34,36 @@ export const API_HELMET_OPTIONS: FastifyHelmetOptions = {
 }
 
 /**
- * The headers helmet sets for these options, found once: a throwaway app with @fastify/helmet takes
- * one request, and a hook after helmet's reads what it set. @fastify/helmet itself would rebuild helmet
- * from the options on every request (re-parsing the policy each time: 11–14 µs of a ~150 µs hit);
- * the headers depend on the options only, so they are the same for every answer.
+ * The headers helmet sets for these options, found once by running its middleware against a response
+ * that only records them: they depend on the options alone, and @fastify/helmet would rebuild them on
+ * every request (re-parsing the policy each time: 11–14 µs of a ~150 µs hit).
  */
-export async function helmetHeaders (options: FastifyHelmetOptions): Promise<Record<string, string>> {
-  const probe = Fastify()
-  await probe.register(helmet, options)
-  let headers: Record<string, string> = {}
-  probe.addHook('onRequest', (_request, reply, done) => {
-    headers = Object.fromEntries(Object.entries(reply.raw.getHeaders()).map(([name, value]) => [name, String(value)]))
-    done()
-  })
-  probe.get('/', async () => null)
-  await probe.inject('/')
-  await probe.close()
+function helmetHeaders (options: HelmetOptions): Record<string, string> {
+  const headers: Record<string, string> = {}
+  const recorder = {
+    setHeader: (name: string, value: unknown) => { headers[name.toLowerCase()] = String(value) },
+    removeHeader: (name: string) => { delete headers[name.toLowerCase()] }
+  }
+  helmet(options)({} as IncomingMessage, recorder as unknown as ServerResponse, () => {})
   return headers
 }
 
+/** The API's headers join the constant block; /docs pages get helmet's whole set, decided once per route. */
 async function securityHeaders (app: FastifyInstance): Promise<void> {
-  const api = await helmetHeaders(API_HELMET_OPTIONS)
-  const docs = await helmetHeaders(DOCS_HELMET_OPTIONS)
-  app.answerHeaders.push((_request, reply) => { reply.headers(api) })
-  // Hooks on every request are callback-style: no promise per request on the hot path.
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.headers(request.routeOptions.url?.startsWith(DOCS_PREFIX) === true ? docs : api)
+  Object.assign(app.constantHeaders, helmetHeaders(API_HELMET_OPTIONS))
+  const docs = helmetHeaders(DOCS_HELMET_OPTIONS)
+  const setDocsHeaders: onRequestHookHandler = (_request, reply, done) => {
+    reply.headers(docs)
     done()
+  }
+  app.addHook('onRoute', (route) => {
+    if (route.url === DOCS_PREFIX || route.url.startsWith(`${DOCS_PREFIX}/`)) route.onRequest = [...asArray(route.onRequest), setDocsHeaders]
   })
 }
 
-export default fp(securityHeaders, { name: 'security-headers', dependencies: ['error-handler'] })
+function asArray<T> (value: T | T[] | undefined): T[] {
+  if (value === undefined) return []
+  return Array.isArray(value) ? value : [value]
+}
+
+export default fp(securityHeaders, { name: 'security-headers', dependencies: ['answer-headers'] })

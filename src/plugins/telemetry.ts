@@ -10,7 +10,7 @@ declare module 'fastify' {
 }
 
 /** Label of requests no route matched: one series for all of them, whatever URL was asked. */
-export const UNMATCHED_ROUTE = 'unmatched'
+const UNMATCHED_ROUTE = 'unmatched'
 
 /** Builds the app's metrics (a registry of its own) and counts every answered request. */
 async function telemetry (app: FastifyInstance): Promise<void> {
