@@ -92,8 +92,8 @@ export async function sendRepresentation (reply: FastifyReply, { body, etag }: R
   const coding = encoded === undefined ? undefined : preferredCoding(reply.request.headers['accept-encoding'])
   if (encoded !== undefined) addVary(reply, 'accept-encoding')
   const tag = coding === undefined ? etag : codedEtag(etag, coding)
-  // Lifetime 0: @fastify/caching remembers no tag (see NO_TAG_STORE in routes/profiles.ts).
-  reply.etag(tag, 0)
+  // Decided here, after the lookup, against the version served now (not by a tag store that outlives a purge).
+  reply.header('etag', tag)
   if (matchesEtag(reply.request.headers['if-none-match'], tag)) return reply.code(304).send()
   reply.type('application/json; charset=utf-8')
   // Already JSON: sent as it is, without a second serialization.

@@ -1,4 +1,3 @@
-import fastifyCaching, { type AbstractCacheCompliantObject } from '@fastify/caching'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { INVALID_FIELD, INVALID_USERNAME } from '../errors.js'
@@ -23,28 +22,10 @@ const ConditionalHeaders = Type.Object({
   'if-none-match': Type.Optional(Type.String({ description: 'the ETag of the version you hold: answered 304 while it is current' }))
 })
 
-/**
- * @fastify/caching answers 304 in its own onRequest hook for ANY tag it has stored, whatever the URL
- * and however old the version: after a revalidation or a purge it would confirm a version we no longer
- * serve, and the request would never reach the cache (no revalidation, no X-Cache). So it is given a
- * tag store that remembers nothing, and the 304 is decided in serveCached, against the version served
- * now, after the cache lookup.
- */
-const NO_TAG_STORE = {
-  get: (_key: unknown, callback?: (error: unknown, result: null) => void) => {
-    if (callback === undefined) return Promise.resolve(null)
-    callback(null, null)
-  },
-  set: (_key: unknown, _value: unknown, _ttl: number, callback?: (error: unknown, result: unknown) => void) => {
-    callback?.(null, undefined)
-  }
-} as AbstractCacheCompliantObject
-
 /** The three data routes (the upstream's own, same paths, same bodies, no credentials) and the batch. */
 const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { lookups } = app
   const encodings = new EncodedBodies()
-  await app.register(fastifyCaching, { cache: NO_TAG_STORE })
 
   app.get('/profile/:username', {
     schema: {

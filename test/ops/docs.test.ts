@@ -136,3 +136,18 @@ t.test('/docs serves Swagger UI, with a content security policy that lets it run
   const initializer = await app.inject('/docs/static/swagger-initializer.js')
   t.match(initializer.body, /resolveUrl\('\.\/json'\)/, 'the UI reads /docs/json')
 })
+
+t.test('the docs are cacheable: @fastify/caching tags /docs/json and answers 304 for its tag; the data routes carry none of its headers', async (t) => {
+  const { app } = await stack(t)
+  const first = await app.inject('/docs/json')
+  t.equal(first.statusCode, 200)
+  t.match(first.headers.etag, /^"[\w-]+"$/)
+  t.equal(first.headers['cache-control'], 'public, max-age=3600')
+  const again = await app.inject({ url: '/docs/json', headers: { 'if-none-match': String(first.headers.etag) } })
+  t.equal(again.statusCode, 304)
+  t.equal(again.body, '')
+  const other = await app.inject({ url: '/docs/json', headers: { 'if-none-match': '"another"' } })
+  t.equal(other.statusCode, 200, 'a tag it never gave is not confirmed')
+  const profile = await app.inject('/profile/alice')
+  t.match(profile.headers['cache-control'], /^public, max-age=\d+, stale-while-revalidate=\d+, stale-if-error=\d+$/)
+})
