@@ -10,8 +10,7 @@ import { REDIS_OPTIONS } from '../../src/redis/client.js'
 import { RedisClock } from '../../src/redis/clock.js'
 import { RedisHealth } from '../../src/redis/health.js'
 import { OwnerLock } from '../../src/redis/owner-lock.js'
-import type { TestContext } from '../helper.js'
-import { Clock, eventually, REDIS_URL } from './helper.js'
+import { Clock, eventually, REDIS_URL, type TestContext } from '../helper.js'
 
 /** One instance's view of Redis: a command client, its health and its events channel. */
 async function instance (t: TestContext, channel: string): Promise<{ redis: Redis, health: RedisHealth, events: RedisBus }> {
@@ -130,7 +129,7 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
   for (let i = 0; i < 5; i++) t.same(await tier.get('k'), v1)
   t.equal(sharedReads, 0, 'served from this process')
 
-  clock.advance(3)
+  clock.advance(3_000)
   await tier.get('k')
   t.equal(sharedReads, 1, 'held a few seconds at most')
 
@@ -146,7 +145,7 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
   await a.events.close()
   const before = sharedReads
   t.equal((await tier.get('k'))?.body, '"v2"', 'without the channel, the copy is kept for its whole life')
-  clock.advance(60)
+  clock.advance(60_000)
   t.equal((await tier.get('k'))?.body, '"v2"', 'past the few seconds of a copy')
   const v3 = createEntry(200, '"v3"', clock.now(), { freshMs: 300_000, staleMs: 0 })
   await tier.set('k', v3)

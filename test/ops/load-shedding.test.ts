@@ -10,7 +10,7 @@ async function pressedApp (t: Test, levels: number[] = []): Promise<{ app: Fasti
   const sim = await simulator(t)
   const stream = { write: (line: string) => { levels.push((JSON.parse(line) as { level: number }).level) } }
   const app = await buildApp({
-    config: testConfig(sim),
+    config: testConfig(t, sim),
     logger: { level: 'warn', stream },
     loadShedding: { maxHeapUsedBytes: 1, sampleInterval: 10 }
   })

@@ -1,7 +1,6 @@
 import { createServer } from 'node:net'
 import t from 'tap'
-import { eventually, rawRedis } from '../cache/helper.js'
-import { anotherApp, stack } from '../helper.js'
+import { anotherApp, eventually, rawRedis, stack } from '../helper.js'
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 

@@ -3,9 +3,7 @@ import t from 'tap'
 import { profileOf } from '../../dev/profiles.js'
 import { BREAKER_FAILURE_THRESHOLD } from '../../src/plugins/upstream.js'
 import { MAX_RETRY_AFTER_SECONDS } from '../../src/upstream/upstream-client.js'
-import { anotherApp, stack } from '../helper.js'
-import { eventually, profiles, redisReady, tally, usernames } from './app-fixture.js'
-import { REDIS_URL } from './redis-fixture.js'
+import { anotherApp, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../helper.js'
 
 // The upstream client's protections, through the whole app, counted at the simulator.
 
@@ -65,7 +63,7 @@ t.test('503 with Retry-After is a back-off like 429; 503 without it is an upstre
 t.test('with Redis, one instance\'s 429 keeps every instance from calling', async (t) => {
   const { app, sim, config } = await stack(t, { env: { REDIS_URL } })
   const other = await anotherApp(t, config)
-  await Promise.all([redisReady(app), redisReady(other)])
+  await Promise.all([untilRedisReady(app), untilRedisReady(other)])
   sim.failNext({ kind: 'status', status: 429, retryAfter: '30' })
   t.equal((await app.inject('/profile/a1')).statusCode, 503)
   const res = await other.inject('/profile/b1')
@@ -81,7 +79,7 @@ t.test('during a back-off window a stale entry is served and not revalidated ups
   const stale = await app.inject('/profile/alice')
   t.equal(stale.statusCode, 200)
   t.same(stale.json(), { user: profileOf('alice') })
-  t.ok(await eventually(() => app.upstream.backoffRemainingMs > 0), 'the revalidation met the 429')
+  await eventually(() => app.upstream.backoffRemainingMs > 0, 'the revalidation met the 429')
   const again = await app.inject('/profile/alice')
   t.equal(again.statusCode, 200)
   await sleep(50)
@@ -147,7 +145,7 @@ t.test('UPSTREAM_TIMEOUT_MS covers the body: a trickling answer is aborted with 
   sim.failNext({ kind: 'trickle' })
   const res = await app.inject('/profile/alice')
   t.same(res.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 300 ms' })
-  t.ok(await eventually(() => sim.stats.abortedResponses === 1), 'the upstream saw the request aborted')
+  await eventually(() => sim.stats.abortedResponses === 1, 'the upstream saw the request aborted')
   t.equal(sim.callsFor('profile', 'alice'), 1, 'a timeout is not retried')
 })
 

@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import { stack } from '../helper.js'
-import { tally } from './app-fixture.js'
+import { stack, tally } from '../helper.js'
 
 // The one test that runs in real time: the simulator's tokens really expire.
 t.test('with a 3-second token lifetime and steady traffic over 10 s, no expired token and no error', async (t) => {
