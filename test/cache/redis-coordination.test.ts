@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto'
-import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.js'
@@ -71,7 +70,13 @@ t.test('a waiting instance is woken by the owner\'s release, not by a timer', as
   const second = await other.claim(key)
   if (first?.owner !== true || second?.owner !== false) throw new Error('expected one owner and one waiter')
   const woken = watch(second.settled)
-  await sleep(100)
+  // Another key's release reaches the waiter's instance first (one channel keeps its order): it wakes only its own waiter.
+  const otherKey = `pbff-test:${randomUUID()}:v1:{w2}:profile`
+  const otherFirst = await owner.claim(otherKey)
+  const otherSecond = await other.claim(otherKey)
+  if (otherFirst?.owner !== true || otherSecond?.owner !== false) throw new Error('expected one owner and one waiter')
+  await otherFirst.release()
+  await otherSecond.settled
   t.equal(woken(), false, 'the waiter waits while the owner loads')
   t.equal(await b.redis.get(`${key}:lock`) !== null, true)
   await first.release()
