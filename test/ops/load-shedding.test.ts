@@ -3,7 +3,7 @@ import t, { type Test } from 'tap'
 import type { Simulator } from '../../dev/simulator.js'
 import { buildApp } from '../../src/app.js'
 import { SHED_RETRY_AFTER_SECONDS } from '../../src/plugins/load-shedding.js'
-import { simulator, stack, testConfig } from '../helper.js'
+import { eventually, simulator, stack, testConfig } from '../helper.js'
 
 /** The whole service with a heap limit every process exceeds: deterministic pressure, no busy loop. */
 async function pressedApp (t: Test, levels: number[] = []): Promise<{ app: FastifyInstance, sim: Simulator }> {
@@ -16,8 +16,7 @@ async function pressedApp (t: Test, levels: number[] = []): Promise<{ app: Fasti
   })
   t.teardown(() => app.close())
   // The first sample is taken one interval after start: wait for it, boundedly.
-  for (let i = 0; i < 200 && !app.isUnderPressure(); i++) await new Promise((resolve) => setTimeout(resolve, 10))
-  t.ok(app.isUnderPressure(), 'under pressure')
+  await eventually(() => app.isUnderPressure(), 'under pressure')
   return { app, sim }
 }
 
