@@ -25,7 +25,11 @@ export interface StackOptions {
   sim?: SimulatorOptions
   logger?: AppOptions['logger']
   now?: AppOptions['now']
+  /** Default: no shedding on event-loop delay, which on a busy test machine measures the machine, not the app. */
+  loadShedding?: AppOptions['loadShedding']
 }
+
+const NO_DELAY_SHEDDING = { maxEventLoopDelay: 0 }
 
 /** A simulator on port 0, closed with the test. */
 export async function simulator (t: TestContext, options: SimulatorOptions = {}): Promise<Simulator> {
@@ -58,6 +62,7 @@ export async function stack (t: TestContext, options: StackOptions = {}): Promis
   const config = testConfig(t, sim, options.env)
   const app = await buildApp({
     config,
+    loadShedding: options.loadShedding ?? NO_DELAY_SHEDDING,
     ...(options.logger !== undefined && { logger: options.logger }),
     ...(options.now !== undefined && { now: options.now })
   })
@@ -67,7 +72,7 @@ export async function stack (t: TestContext, options: StackOptions = {}): Promis
 
 /** A second app on the same simulator (and, with REDIS_URL, the same Redis and key prefix). */
 export async function anotherApp (t: TestContext, config: Config, now?: AppOptions['now']): Promise<FastifyInstance> {
-  const app = await buildApp({ config, ...(now !== undefined && { now }) })
+  const app = await buildApp({ config, loadShedding: NO_DELAY_SHEDDING, ...(now !== undefined && { now }) })
   t.teardown(() => app.close())
   return app
 }

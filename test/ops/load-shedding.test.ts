@@ -50,7 +50,7 @@ t.test('under pressure, liveness and metrics still answer', async (t) => {
 })
 
 t.test('the service sheds load with production thresholds, and is not under pressure at rest', async (t) => {
-  const { app } = await stack(t)
+  const { app } = await stack(t, { loadShedding: {} })
   t.equal(typeof app.isUnderPressure, 'function', 'load shedding is installed')
   t.equal(app.isUnderPressure(), false)
   t.equal((await app.inject('/profile/alice')).statusCode, 200)
