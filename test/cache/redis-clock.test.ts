@@ -29,7 +29,7 @@ t.test('two instances whose clocks are 10 minutes apart agree on freshness, Age 
     return app
   }))
   if (behind === undefined || ahead === undefined) throw new Error('two apps')
-  await untilRedisReady(behind, 2)
+  await Promise.all([untilRedisReady(behind, 2), untilRedisReady(ahead, 2)])
 
   for (const [filler, reader, username] of [[ahead, behind, 'zed'], [behind, ahead, 'yan']] as const) {
     t.equal((await filler.inject(`/profile/${username}`)).headers['x-cache'], 'MISS')
