@@ -27,6 +27,8 @@ export interface SimulatorOptions {
   omitExpiresIn?: boolean
   latencyMs?: number
   tokenLatencyMs?: number
+  /** The clock tokens expire by (tests pass the app's); default Date.now. */
+  now?: () => number
 }
 
 export type Fault =
@@ -103,7 +105,8 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
     tokenTtlSeconds: input.tokenTtlSeconds ?? 3600,
     omitExpiresIn: input.omitExpiresIn ?? false,
     latencyMs: input.latencyMs ?? 0,
-    tokenLatencyMs: input.tokenLatencyMs ?? 0
+    tokenLatencyMs: input.tokenLatencyMs ?? 0,
+    now: input.now ?? Date.now
   }
 
   async function handle (req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -148,7 +151,7 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
     }
     if (body.audience !== options.audience) return sendJson(res, 403, { error: 'invalid_audience' })
     const token = `sim_${randomBytes(24).toString('base64url')}`
-    tokens.set(token, Date.now() + options.tokenTtlSeconds * 1000)
+    tokens.set(token, options.now() + options.tokenTtlSeconds * 1000)
     stats.tokensIssued++
     const answer: Record<string, unknown> = { access_token: token, token_type: 'Bearer' }
     if (!options.omitExpiresIn) answer.expires_in = options.tokenTtlSeconds
@@ -171,7 +174,7 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
       stats.rejectedTokens++
       return false
     }
-    if (expiresAt <= Date.now()) {
+    if (expiresAt <= options.now()) {
       stats.expiredTokensSeen++
       stats.rejectedTokens++
       return false

@@ -1,7 +1,6 @@
 import t from 'tap'
 import { profileOf } from '../dev/profiles.js'
-import { cacheStack } from './cache/helper.js'
-import { stack } from './helper.js'
+import { cacheStack, stack } from './helper.js'
 
 const batchUrl = (usernames: readonly string[], extra = ''): string =>
   `/profiles?${usernames.map((username) => `username=${encodeURIComponent(username)}`).join('&')}${extra}`
@@ -56,7 +55,7 @@ t.test('a batch larger than the upstream concurrency and its queue loads every m
 t.test('mixed results: every username under exactly one of profiles or errors', async (t) => {
   const { app, sim, clock } = await cacheStack(t)
   await app.inject('/profile/stale-one')
-  clock.advance(301)
+  clock.advance(301_000)
   sim.failAlways({ kind: 'status', status: 500 })
   const members = ['alice', 'ghost-7', 'a\u0001b', 'stale-one', 'x'.repeat(129)]
   const res = await app.inject(batchUrl(members.filter((name) => name !== 'alice')))
@@ -134,7 +133,7 @@ t.test('with the counts shared through Redis, a batch still counts once per user
 t.test('ETag and 304; Cache-Control takes the least fresh entry', async (t) => {
   const { app, clock } = await cacheStack(t)
   await app.inject('/profile/old-one')
-  clock.advance(100)
+  clock.advance(100_000)
   await app.inject('/profile/new-one')
   const res = await app.inject(batchUrl(['old-one', 'new-one']))
   const singles = await Promise.all(['old-one', 'new-one'].map(async (name) => await app.inject(`/profile/${name}`)))

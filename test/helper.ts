@@ -3,11 +3,16 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp, type AppOptions } from '../src/app.js'
 import { loadConfig, type Config } from '../src/config.js'
 import { startSimulator, type Simulator, type SimulatorOptions } from '../dev/simulator.js'
+import { Clock, type TestContext } from './helpers/clock.js'
+import { deleteKeys, REDIS_URL, untilRedisReady } from './helpers/redis.js'
 
-/** The slice of a tap test the helpers need (so they work with any tap version's typings). */
-export interface TestContext {
-  teardown: (fn: () => unknown) => void
-}
+// The one module tests import helpers from.
+export { Clock, eventually, settle, type TestContext } from './helpers/clock.js'
+export { FakeEndpoint, recordingLog, recordingTelemetry } from './helpers/fakes.js'
+export { profiles, tally, usernames } from './helpers/load.js'
+export { metric, parseMetrics, type Sample } from './helpers/prometheus.js'
+export { deadRedis, fakeHealth, rawRedis, REDIS_URL, testLayer, testPrefix, testRedis, untilRedisReady } from './helpers/redis.js'
+export { available, freeClusterPort, freePort, RedisServer } from './helpers/redis-server.js'
 
 export interface Stack {
   app: FastifyInstance
@@ -20,7 +25,11 @@ export interface StackOptions {
   sim?: SimulatorOptions
   logger?: AppOptions['logger']
   now?: AppOptions['now']
+  /** Default: no shedding on event-loop delay, which on a busy test machine measures the machine, not the app. */
+  loadShedding?: AppOptions['loadShedding']
 }
+
+const NO_DELAY_SHEDDING = { maxEventLoopDelay: 0 }
 
 /** A simulator on port 0, closed with the test. */
 export async function simulator (t: TestContext, options: SimulatorOptions = {}): Promise<Simulator> {
@@ -29,9 +38,12 @@ export async function simulator (t: TestContext, options: SimulatorOptions = {})
   return sim
 }
 
-/** The configuration a test app gets: pointed at `sim`, silent, with a key prefix of its own. */
-export function testConfig (sim: Simulator, env: Record<string, string> = {}): Config {
-  return loadConfig({
+/**
+ * The configuration a test app gets: pointed at `sim`, silent, with a key prefix of its own, whose keys on the
+ * shared Redis are deleted after the test's apps have closed (teardowns run last registered first).
+ */
+export function testConfig (t: TestContext, sim: Simulator, env: Record<string, string> = {}): Config {
+  const config = loadConfig({
     UPSTREAM_BASE_URL: sim.baseUrl,
     AUTH_URL: sim.authUrl,
     CLIENT_ID: sim.options.clientId,
@@ -40,14 +52,17 @@ export function testConfig (sim: Simulator, env: Record<string, string> = {}): C
     CACHE_KEY_PREFIX: `pbff-test:${randomUUID()}:`,
     ...env
   })
+  if (config.REDIS_URL === REDIS_URL) t.teardown(async () => await deleteKeys(config.CACHE_KEY_PREFIX))
+  return config
 }
 
 /** An app in front of a fresh simulator; both closed with the test. */
 export async function stack (t: TestContext, options: StackOptions = {}): Promise<Stack> {
   const sim = await simulator(t, options.sim)
-  const config = testConfig(sim, options.env)
+  const config = testConfig(t, sim, options.env)
   const app = await buildApp({
     config,
+    loadShedding: options.loadShedding ?? NO_DELAY_SHEDDING,
     ...(options.logger !== undefined && { logger: options.logger }),
     ...(options.now !== undefined && { now: options.now })
   })
@@ -56,8 +71,35 @@ export async function stack (t: TestContext, options: StackOptions = {}): Promis
 }
 
 /** A second app on the same simulator (and, with REDIS_URL, the same Redis and key prefix). */
-export async function anotherApp (t: TestContext, config: Config): Promise<FastifyInstance> {
-  const app = await buildApp({ config })
+export async function anotherApp (t: TestContext, config: Config, now?: AppOptions['now']): Promise<FastifyInstance> {
+  const app = await buildApp({ config, loadShedding: NO_DELAY_SHEDDING, ...(now !== undefined && { now }) })
   t.teardown(() => app.close())
   return app
+}
+
+export interface CacheStack extends Stack {
+  clock: Clock
+  /** Another instance of the same deployment: same simulator, Redis, key prefix and clock. */
+  another: () => Promise<FastifyInstance>
+}
+
+export interface CacheStackOptions {
+  env?: Record<string, string>
+  sim?: SimulatorOptions
+  /** Default true: return once Redis and its pub/sub are connected. */
+  waitForRedis?: boolean
+}
+
+/** An app on the shared Redis (unless `env` says otherwise) with a clock of its own, before a fresh simulator. */
+export async function cacheStack (t: TestContext, { env = {}, sim: simOptions, waitForRedis = true }: CacheStackOptions = {}): Promise<CacheStack> {
+  const sim = await simulator(t, simOptions)
+  const config = testConfig(t, sim, { REDIS_URL, ...env })
+  const clock = new Clock()
+  let instances = 0
+  const build = async (): Promise<FastifyInstance> => {
+    const app = await anotherApp(t, config, clock.now)
+    if (waitForRedis) await untilRedisReady(app, ++instances)
+    return app
+  }
+  return { app: await build(), sim, config, clock, another: build }
 }

@@ -3,7 +3,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { Cluster, Redis } from 'ioredis'
 import { profileOf } from '../../dev/profiles.js'
-import { available, cacheStack, eventually, freeClusterPort, RedisServer } from './helper.js'
+import { available, cacheStack, eventually, freeClusterPort, RedisServer } from '../helper.js'
 
 const run = promisify(execFile)
 const ADMIN_TOKEN = 'cluster-admin-token'

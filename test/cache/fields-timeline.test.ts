@@ -1,7 +1,7 @@
 import t from 'tap'
 import { profileOf, timelineOf } from '../../dev/profiles.js'
 import { PROFILE_FIELDS } from '../../src/schemas/profile.js'
-import { cacheStack } from './helper.js'
+import { cacheStack } from '../helper.js'
 
 for (const store of ['redis', 'memory'] as const) {
   const env: Record<string, string> = store === 'redis' ? {} : { REDIS_URL: '' }
@@ -56,7 +56,7 @@ for (const store of ['redis', 'memory'] as const) {
     t.ok(maxAge >= 54 && maxAge <= 60, 'TIMELINE_TTL_SECONDS')
     t.equal(sim.callsFor('timeline', 'frank'), 1)
 
-    clock.advance(61)
+    clock.advance(61_000)
     t.equal((await app.inject('/profile/frank/timeline')).headers['x-cache'], 'STALE', 'the timeline is stale after 60 s')
     t.equal((await app.inject('/profile/frank')).headers['x-cache'], 'HIT', 'while the profile is still fresh')
   })

@@ -1,13 +1,13 @@
 import t from 'tap'
 import { profileOf } from '../../dev/profiles.js'
-import { cacheStack, eventually, rawRedis } from './helper.js'
+import { cacheStack, eventually, rawRedis } from '../helper.js'
 
 t.test('a current ETag in If-None-Match answers 304 with no body and the caching headers', async (t) => {
   const { app, clock } = await cacheStack(t)
   const first = await app.inject('/profile/alice')
   const etag = String(first.headers.etag)
   t.match(etag, /^"[\w-]+"$/)
-  clock.advance(5)
+  clock.advance(5_000)
   for (const header of [etag, `W/${etag}`, `"other", ${etag}`, '*']) {
     const res = await app.inject({ url: '/profile/alice', headers: { 'if-none-match': header } })
     t.equal(res.statusCode, 304, header)
@@ -41,7 +41,7 @@ t.test('after a revalidation changed the body, the old tag gets the new body; af
   const key = `${config.CACHE_KEY_PREFIX}v1:{alice}:profile`
   // An older version of the profile, stale now: what the store held before the member edited it.
   await redis.hset(key, 'b', JSON.stringify({ user: { ...profileOf('alice'), about: 'before the edit' } }), 'e', '"old-version"', 'f', String(clock.now() - 1))
-  clock.advance(3) // past the in-process tier's copy, which nothing told about this write
+  clock.advance(3_000) // past the in-process tier's copy, which nothing told about this write
   const stale = await app.inject({ url: '/profile/alice', headers: { 'if-none-match': '"old-version"' } })
   t.equal(stale.statusCode, 304, 'the old version is still the one served (STALE)')
   t.equal(stale.headers['x-cache'], 'STALE')

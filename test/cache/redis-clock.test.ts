@@ -1,7 +1,6 @@
 import t from 'tap'
 import { buildApp } from '../../src/app.js'
-import { simulator, testConfig } from '../helper.js'
-import { cacheStack, eventually, REDIS_URL, untilRedisReady } from './helper.js'
+import { cacheStack, eventually, REDIS_URL, simulator, testConfig, untilRedisReady } from '../helper.js'
 
 const ADMIN_TOKEN = 'clock-admin-token'
 const authorized = { authorization: `Bearer ${ADMIN_TOKEN}` }
@@ -9,28 +8,28 @@ const authorized = { authorization: `Bearer ${ADMIN_TOKEN}` }
 /** A host's clock: it runs, and is `shift` off (the test moves it further to age entries). */
 class HostClock {
   #shiftMs: number
-  constructor (shiftSeconds: number) {
-    this.#shiftMs = shiftSeconds * 1000
+  constructor (shiftMs: number) {
+    this.#shiftMs = shiftMs
   }
 
   readonly now = (): number => Date.now() + this.#shiftMs
-  advance (seconds: number): void {
-    this.#shiftMs += seconds * 1000
+  advance (ms: number): void {
+    this.#shiftMs += ms
   }
 }
 
 t.test('two instances whose clocks are 10 minutes apart agree on freshness, Age and purges', async (t) => {
   const sim = await simulator(t)
-  const config = testConfig(sim, { REDIS_URL, ADMIN_TOKEN })
+  const config = testConfig(t, sim, { REDIS_URL, ADMIN_TOKEN })
   const clock = new HostClock(0)
-  const aheadClock = new HostClock(600)
+  const aheadClock = new HostClock(600_000)
   const [behind, ahead] = await Promise.all([clock, aheadClock].map(async ({ now }) => {
     const app = await buildApp({ config, now })
     t.teardown(() => app.close())
     return app
   }))
   if (behind === undefined || ahead === undefined) throw new Error('two apps')
-  await untilRedisReady(behind, 2)
+  await Promise.all([untilRedisReady(behind, 2), untilRedisReady(ahead, 2)])
 
   for (const [filler, reader, username] of [[ahead, behind, 'zed'], [behind, ahead, 'yan']] as const) {
     t.equal((await filler.inject(`/profile/${username}`)).headers['x-cache'], 'MISS')
@@ -50,8 +49,8 @@ t.test('two instances whose clocks are 10 minutes apart agree on freshness, Age 
   }
   t.equal(sim.callsFor('profile', 'zed'), 2, 'one revalidation, no loop')
 
-  clock.advance(301)
-  aheadClock.advance(301)
+  clock.advance(301_000)
+  aheadClock.advance(301_000)
   t.equal((await behind.inject('/profile/yan')).headers['x-cache'], 'STALE', 'both clocks moved past the freshness')
   await eventually(async () => (await ahead.inject('/profile/yan')).headers['x-cache'] === 'HIT', 'revalidated')
   t.equal(sim.callsFor('profile', 'yan'), 2)
@@ -62,7 +61,7 @@ for (const [store, env] of [['redis', {}], ['in-process', { REDIS_URL: '' }]] as
     const { app, sim, clock } = await cacheStack(t, { env: { ADMIN_TOKEN, ...env }, sim: { latencyMs: 300 } })
     const loading = app.inject('/profile/race')
     await eventually(() => sim.callsFor('profile', 'race') === 1, 'the load reached the upstream')
-    clock.advance(1)
+    clock.advance(1_000)
     const purge = await app.inject({ method: 'POST', url: '/admin/purge/race', headers: authorized })
     t.equal(purge.statusCode, 200)
     t.equal((await loading).headers['x-cache'], 'MISS')

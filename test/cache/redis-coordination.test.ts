@@ -1,5 +1,3 @@
-import { randomUUID } from 'node:crypto'
-import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.js'
@@ -10,8 +8,7 @@ import { REDIS_OPTIONS } from '../../src/redis/client.js'
 import { RedisClock } from '../../src/redis/clock.js'
 import { RedisHealth } from '../../src/redis/health.js'
 import { OwnerLock } from '../../src/redis/owner-lock.js'
-import type { TestContext } from '../helper.js'
-import { Clock, eventually, REDIS_URL } from './helper.js'
+import { Clock, eventually, REDIS_URL, type TestContext, testPrefix } from '../helper.js'
 
 /** One instance's view of Redis: a command client, its health and its events channel. */
 async function instance (t: TestContext, channel: string): Promise<{ redis: Redis, health: RedisHealth, events: RedisBus }> {
@@ -41,7 +38,7 @@ function watch (promise: Promise<unknown>): () => boolean {
 }
 
 t.test('events reach the other instances, never the sender, whatever the key holds', async (t) => {
-  const channel = `pbff-test:${randomUUID()}:events`
+  const channel = `${testPrefix(t)}events`
   const a = await instance(t, channel)
   const b = await instance(t, channel)
   const heardByA: BusEvent[] = []
@@ -60,8 +57,8 @@ t.test('events reach the other instances, never the sender, whatever the key hol
 })
 
 t.test('a waiting instance is woken by the owner\'s release, not by a timer', async (t) => {
-  const channel = `pbff-test:${randomUUID()}:events`
-  const key = `pbff-test:${randomUUID()}:v1:{w}:profile`
+  const channel = `${testPrefix(t)}events`
+  const key = `${testPrefix(t)}v1:{w}:profile`
   const a = await instance(t, channel)
   const b = await instance(t, channel)
   const lockTtlMs = 60_000
@@ -72,7 +69,13 @@ t.test('a waiting instance is woken by the owner\'s release, not by a timer', as
   const second = await other.claim(key)
   if (first?.owner !== true || second?.owner !== false) throw new Error('expected one owner and one waiter')
   const woken = watch(second.settled)
-  await sleep(100)
+  // Another key's release reaches the waiter's instance first (one channel keeps its order): it wakes only its own waiter.
+  const otherKey = `${testPrefix(t)}v1:{w2}:profile`
+  const otherFirst = await owner.claim(otherKey)
+  const otherSecond = await other.claim(otherKey)
+  if (otherFirst?.owner !== true || otherSecond?.owner !== false) throw new Error('expected one owner and one waiter')
+  await otherFirst.release()
+  await otherSecond.settled
   t.equal(woken(), false, 'the waiter waits while the owner loads')
   t.equal(await b.redis.get(`${key}:lock`) !== null, true)
   await first.release()
@@ -84,8 +87,8 @@ t.test('a waiting instance is woken by the owner\'s release, not by a timer', as
 })
 
 t.test('a release by an owner whose lock expired does not free the new owner\'s lock', async (t) => {
-  const channel = `pbff-test:${randomUUID()}:events`
-  const key = `pbff-test:${randomUUID()}:v1:{x}:profile`
+  const channel = `${testPrefix(t)}events`
+  const key = `${testPrefix(t)}v1:{x}:profile`
   const a = await instance(t, channel)
   const coalescer = lockOf(a, 100)
   const late = await coalescer.claim(key)
@@ -97,12 +100,12 @@ t.test('a release by an owner whose lock expired does not free the new owner\'s 
 })
 
 t.test('without the events channel, instances do not coordinate (nobody would be woken)', async (t) => {
-  const channel = `pbff-test:${randomUUID()}:events`
+  const channel = `${testPrefix(t)}events`
   const a = await instance(t, channel)
   const coalescer = lockOf(a, 60_000)
   const waiting = await (async () => {
-    await a.redis.set(`k-${channel}:lock`, 'someone', 'PX', 60_000)
-    return await coalescer.claim(`k-${channel}`)
+    await a.redis.set(`${channel}-k:lock`, 'someone', 'PX', 60_000)
+    return await coalescer.claim(`${channel}-k`)
   })()
   if (waiting?.owner !== false) throw new Error('expected a waiter')
   const woken = watch(waiting.settled)
@@ -112,7 +115,7 @@ t.test('without the events channel, instances do not coordinate (nobody would be
 })
 
 t.test('the in-process tier: hits cost no shared read; other instances\' fills and purges drop copies', async (t) => {
-  const channel = `pbff-test:${randomUUID()}:events`
+  const channel = `${testPrefix(t)}events`
   const a = await instance(t, channel)
   const b = await instance(t, channel)
   const clock = new Clock()
@@ -130,7 +133,7 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
   for (let i = 0; i < 5; i++) t.same(await tier.get('k'), v1)
   t.equal(sharedReads, 0, 'served from this process')
 
-  clock.advance(3)
+  clock.advance(3_000)
   await tier.get('k')
   t.equal(sharedReads, 1, 'held a few seconds at most')
 
@@ -146,7 +149,7 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
   await a.events.close()
   const before = sharedReads
   t.equal((await tier.get('k'))?.body, '"v2"', 'without the channel, the copy is kept for its whole life')
-  clock.advance(60)
+  clock.advance(60_000)
   t.equal((await tier.get('k'))?.body, '"v2"', 'past the few seconds of a copy')
   const v3 = createEntry(200, '"v3"', clock.now(), { freshMs: 300_000, staleMs: 0 })
   await tier.set('k', v3)

@@ -3,8 +3,7 @@ import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { REDIS_OPTIONS } from '../../src/redis/client.js'
-import { testLayer } from '../upstream/redis-fixture.js'
-import { cacheStack, eventually, RedisServer, untilRedisReady } from './helper.js'
+import { cacheStack, eventually, RedisServer, testLayer, untilRedisReady } from '../helper.js'
 
 interface Answer { username: string, startedAt: number, ms: number, status: number }
 

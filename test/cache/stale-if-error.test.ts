@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { Fault } from '../../dev/simulator.js'
-import { cacheStack, eventually, rawRedis } from './helper.js'
+import { cacheStack, eventually, rawRedis } from '../helper.js'
 
 const faults: Array<[string, Fault]> = [
   ['a 5xx', { kind: 'status', status: 500 }],
@@ -18,7 +18,7 @@ for (const [name, fault] of faults) {
     const key = `${config.CACHE_KEY_PREFIX}v1:{alice}:profile`
     const first = await app.inject('/profile/alice')
     const stored = await redis.hgetall(key)
-    clock.advance(301)
+    clock.advance(301_000)
     sim.failAlways(fault)
 
     const stale = await app.inject('/profile/alice')
@@ -28,7 +28,7 @@ for (const [name, fault] of faults) {
     t.equal(stale.headers.etag, first.headers.etag)
     await eventually(() => sim.callsFor('profile', 'alice') >= 2, 'revalidation attempted')
 
-    clock.advance(60)
+    clock.advance(60_000)
     const again = await app.inject('/profile/alice')
     t.equal(again.statusCode, 200)
     t.equal(again.headers['x-cache'], 'STALE')
@@ -56,7 +56,7 @@ for (const [name, fault] of faults) {
 t.test('past the stale window, an upstream failure is the caller\'s error', async (t) => {
   const { app, sim, clock } = await cacheStack(t)
   await app.inject('/profile/alice')
-  clock.advance(300 + 86_400 + 1)
+  clock.advance((300 + 86_400 + 1) * 1000)
   sim.failAlways({ kind: 'status', status: 503 })
   const res = await app.inject('/profile/alice')
   t.equal(res.statusCode, 502)
@@ -66,7 +66,7 @@ t.test('past the stale window, an upstream failure is the caller\'s error', asyn
 t.test('a stale negative entry is served while the upstream fails', async (t) => {
   const { app, sim, clock } = await cacheStack(t)
   await app.inject('/profile/ghost-3')
-  clock.advance(61)
+  clock.advance(61_000)
   sim.failAlways({ kind: 'status', status: 500 })
   const res = await app.inject('/profile/ghost-3')
   t.equal(res.statusCode, 404)

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { profileOf } from '../../dev/profiles.js'
-import { cacheStack, eventually, rawRedis } from './helper.js'
+import { cacheStack, eventually, rawRedis } from '../helper.js'
 
 /** The X-Cache, Cache-Control numbers and Age of an answer. */
 function caching (res: { headers: Record<string, unknown> }): {
@@ -42,12 +42,12 @@ for (const store of ['redis', 'memory'] as const) {
     t.match(caching(hit), { xCache: 'HIT', age: 0, maxAge: caching(miss).maxAge })
     t.equal(hit.headers.etag, miss.headers.etag)
 
-    clock.advance(10)
+    clock.advance(10_000)
     const older = await app.inject('/profile/alice')
     t.match(caching(older), { xCache: 'HIT', age: 10, maxAge: caching(miss).maxAge - 10 })
     t.equal(sim.callsFor('profile', 'alice'), 1, 'fresh: no upstream call')
 
-    clock.advance(300)
+    clock.advance(300_000)
     const stale = await app.inject('/profile/alice')
     t.equal(stale.statusCode, 200)
     t.equal(stale.body, miss.body, 'stale: the old body, at once')
@@ -59,7 +59,7 @@ for (const store of ['redis', 'memory'] as const) {
     const revalidated = await app.inject('/profile/alice')
     t.match(caching(revalidated), { xCache: 'HIT', age: 0 })
 
-    clock.advance(300 + 86400 + 1)
+    clock.advance((300 + 86400 + 1) * 1000)
     const expired = await app.inject('/profile/alice')
     t.match(caching(expired), { xCache: 'MISS' })
     t.equal(expired.statusCode, 200)
@@ -76,21 +76,21 @@ for (const store of ['redis', 'memory'] as const) {
     t.match(caching(miss), { xCache: 'MISS' })
     t.ok(caching(miss).maxAge >= 54 && caching(miss).maxAge <= 60, 'cacheable for NOT_FOUND_TTL_SECONDS')
 
-    clock.advance(20)
+    clock.advance(20_000)
     const hit = await app.inject('/profile/ghost-1')
     t.equal(hit.statusCode, 404)
     t.same(hit.json(), expected)
     t.match(caching(hit), { xCache: 'HIT', age: 20, maxAge: caching(miss).maxAge - 20 })
     t.equal(sim.callsFor('profile', 'ghost-1'), 1, 'no upstream call while negative-cached')
 
-    clock.advance(41)
+    clock.advance(41_000)
     const stale = await app.inject('/profile/ghost-1')
     t.equal(stale.statusCode, 404)
     t.match(caching(stale), { xCache: 'STALE', maxAge: 0 })
     await eventually(async () => (await app.inject('/profile/ghost-1')).headers['x-cache'] === 'HIT', 'revalidated')
     t.equal(sim.callsFor('profile', 'ghost-1'), 2)
 
-    clock.advance(121)
+    clock.advance(121_000)
     const expired = await app.inject('/profile/ghost-1')
     t.match(caching(expired), { xCache: 'MISS' })
     t.equal(sim.callsFor('profile', 'ghost-1'), 3)

@@ -5,7 +5,7 @@ import type { CacheStore } from '../../src/cache/store.js'
 import type { CacheState } from '../../src/cache/cache-entry.js'
 import { SwrCache, type CacheFailure } from '../../src/cache/swr-cache.js'
 import type { Resource } from '../../src/resources.js'
-import { Clock } from './helper.js'
+import { Clock } from '../helper.js'
 
 const freshness = { freshMs: 300_000, staleMs: 86_400_000 }
 
@@ -65,7 +65,7 @@ t.test('concurrent misses share one load, and the waiters are reported', async (
 t.test('a stale entry is served at once and revalidated once, in the background', async (t) => {
   const s = setup()
   await s.cache.get('k', 'profile', s.load)
-  s.clock.advance(301)
+  s.clock.advance(301_000)
   s.setBody('"v2"')
   s.hold()
   const stale = await Promise.all(Array.from({ length: 10 }, async () => await s.cache.get('k', 'profile', s.load)))
@@ -82,7 +82,7 @@ t.test('a stale entry is served at once and revalidated once, in the background'
 t.test('a failed revalidation keeps the stale entry as it was and is reported', async (t) => {
   const s = setup()
   const { entry } = await s.cache.get('k', 'profile', s.load)
-  s.clock.advance(301)
+  s.clock.advance(301_000)
   s.fail(true)
   t.equal((await s.cache.get('k', 'profile', s.load)).state, 'STALE')
   await settle()

@@ -1,8 +1,7 @@
 import { connect } from 'node:net'
 import t from 'tap'
 import { readiness } from '../../src/routes/health.js'
-import { stack } from '../helper.js'
-import { eventually, RedisServer, REDIS_URL } from '../cache/helper.js'
+import { eventually, REDIS_URL, RedisServer, stack } from '../helper.js'
 
 t.test('/healthz answers 200 while the process runs', async (t) => {
   const { app } = await stack(t)

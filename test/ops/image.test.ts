@@ -2,9 +2,8 @@ import { spawn, spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import { buildApp } from '../../src/app.js'
-import { freePort } from '../cache/helper.js'
+import { freePort, simulator, testConfig } from '../helper.js'
 import { request } from 'undici'
-import { simulator, testConfig } from '../helper.js'
 
 const root = new URL('../../', import.meta.url)
 const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')
@@ -81,7 +80,7 @@ async function probe (path: string, port: number): Promise<number | null> {
 
 t.test('the health probe: 0 for a 200, 1 for any other status or a refused connection', async (t) => {
   const sim = await simulator(t)
-  const app = await buildApp({ config: testConfig(sim) })
+  const app = await buildApp({ config: testConfig(t, sim) })
   t.teardown(() => app.close())
   await app.listen({ host: '127.0.0.1', port: 0 })
   const { port } = app.server.address() as { port: number }

@@ -41,7 +41,7 @@ t.test('token exchanges, upstream failures and credentialed requests leave no se
   t.equal(sim.stats.tokensIssued, 2)
 
   const text = raw.join('\n')
-  t.ok(text.length > 0)
+  t.equal(new Set(lines.map((line) => line.reqId).filter(Boolean)).size, 4, 'the log speaks of each of the four requests checked below')
   t.notMatch(text, config.CLIENT_SECRET, 'the client secret never appears')
   t.notMatch(text, /sim_/, 'no issued token appears')
   t.notMatch(text, 'user-jwt-3f9c', 'nor a caller\'s Authorization')

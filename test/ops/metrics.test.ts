@@ -1,9 +1,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { PrometheusTelemetry } from '../../src/telemetry/prometheus-telemetry.js'
-import { stack } from '../helper.js'
-import { eventually, RedisServer } from '../cache/helper.js'
-import { metric, parseMetrics, type Sample } from './prometheus.js'
+import { eventually, metric, parseMetrics, RedisServer, type Sample, stack } from '../helper.js'
 
 async function scrape (app: FastifyInstance): Promise<Sample[]> {
   const res = await app.inject('/metrics')

@@ -3,9 +3,7 @@ import { readFileSync } from 'node:fs'
 import { parser } from '@prometheus-io/lezer-promql'
 import t, { type Test } from 'tap'
 import { parse } from 'yaml'
-import { eventually, REDIS_URL } from '../cache/helper.js'
-import { stack } from '../helper.js'
-import { parseMetrics } from './prometheus.js'
+import { eventually, parseMetrics, REDIS_URL, stack } from '../helper.js'
 
 const root = new URL('../../', import.meta.url)
 const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')

@@ -1,9 +1,5 @@
-import { createServer } from 'node:net'
 import t from 'tap'
-import { eventually, rawRedis } from '../cache/helper.js'
-import { anotherApp, stack } from '../helper.js'
-
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+import { anotherApp, eventually, freePort, rawRedis, REDIS_URL, stack } from '../helper.js'
 
 t.test('past RATE_LIMIT_PER_MINUTE a client gets 429 RATE_LIMITED with Retry-After, and the upstream is not asked', async (t) => {
   const { app, sim } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3' } })
@@ -82,17 +78,8 @@ t.test('with Redis, instances share one budget per client, synced every 100 ms',
 })
 
 t.test('with Redis unreachable, the instance counts alone: the limit holds per instance, nobody waits on Redis', async (t) => {
-  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '2', REDIS_URL: `redis://127.0.0.1:${await closedPort()}` } })
+  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '2', REDIS_URL: `redis://127.0.0.1:${await freePort()}` } })
   const statuses = []
   for (let i = 0; i < 3; i++) statuses.push((await app.inject('/profile/alice')).statusCode)
   t.same(statuses, [200, 200, 429])
 })
-
-/** A port nothing listens on (it was free a moment ago). */
-async function closedPort (): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}

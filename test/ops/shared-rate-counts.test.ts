@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import { SharedRateCounts, type RateCount, type SharedRateCountsOptions } from '../../src/redis/shared-rate-counts.js'
-import { fakeHealth, testRedis } from '../upstream/redis-fixture.js'
+import { fakeHealth, testRedis } from '../helper.js'
 
 type CountsRedis = SharedRateCountsOptions['redis']
 

@@ -9,7 +9,7 @@ const ADMIN_TOKEN = 'slow-client-test-admin-token'
 
 async function listening (t: TestContext): Promise<number> {
   const sim = await simulator(t)
-  const app = await buildApp({ config: testConfig(sim, { ADMIN_TOKEN }), slowClients: LIMITS })
+  const app = await buildApp({ config: testConfig(t, sim, { ADMIN_TOKEN }), slowClients: LIMITS })
   t.teardown(() => app.close())
   await app.listen({ host: '127.0.0.1', port: 0 })
   const address = app.server.address()
@@ -37,7 +37,7 @@ async function slowClient (port: number, head: string, drip: string): Promise<{ 
 
 t.test('by default the server allows seconds, not minutes: 10 s for the headers, 15 s for the whole request', async (t) => {
   const sim = await simulator(t)
-  const app = await buildApp({ config: testConfig(sim) })
+  const app = await buildApp({ config: testConfig(t, sim) })
   t.teardown(() => app.close())
   t.equal(app.server.headersTimeout, SLOW_CLIENT_TIMEOUTS.headersMs)
   t.equal(app.server.requestTimeout, SLOW_CLIENT_TIMEOUTS.requestMs)

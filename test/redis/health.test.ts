@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import t from 'tap'
 import { RedisClock } from '../../src/redis/clock.js'
 import { RedisHealth } from '../../src/redis/health.js'
-import { eventually } from '../cache/helper.js'
+import { eventually } from '../helper.js'
 
 /** A client the test drives: its status, what PING and TIME answer, and how often it was dropped. */
 class FakeClient extends EventEmitter {

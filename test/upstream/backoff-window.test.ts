@@ -1,11 +1,10 @@
 import t from 'tap'
 import { BackoffWindow } from '../../src/upstream/backoff-window.js'
 import { SharedWindow } from '../../src/redis/shared-window.js'
-import { fakeClock, recordingTelemetry } from './fakes.js'
-import { deadRedis, fakeHealth, testRedis } from './redis-fixture.js'
+import { Clock, deadRedis, fakeHealth, recordingTelemetry, testRedis } from '../helper.js'
 
 t.test('a window opens, counts down and closes, reported once each way', async (t) => {
-  const clock = fakeClock()
+  const clock = new Clock()
   const telemetry = recordingTelemetry()
   const window = new BackoffWindow({ telemetry, now: clock.now })
   t.equal(await window.check(), 0)

@@ -1,14 +1,13 @@
 import t from 'tap'
 import { BREAKER_FAILURE_THRESHOLD } from '../../src/upstream/circuit-breaker.js'
-import { stack } from '../helper.js'
-import { fakeClock } from './fakes.js'
+import { Clock, stack } from '../helper.js'
 
 // The breaker's timing, on the app's clock: a cold request every 100 ms through an outage and after it.
 
 const STEP_MS = 100
 
 t.test('during an outage the upstream sees about one call a second; after it, cold requests succeed within 2 s', async (t) => {
-  const clock = fakeClock(Date.now())
+  const clock = new Clock(Date.now())
   const { app, sim } = await stack(t, { now: clock.now, env: { RATE_LIMIT_PER_MINUTE: '0' } })
   await app.tokens.getToken()
   sim.failAlways({ kind: 'status', status: 500 })
@@ -36,7 +35,7 @@ t.test('during an outage the upstream sees about one call a second; after it, co
 })
 
 t.test('an upstream that alternates between failing and healthy every second still serves cold requests in each healthy second', async (t) => {
-  const clock = fakeClock(Date.now())
+  const clock = new Clock(Date.now())
   const { app, sim } = await stack(t, { now: clock.now, env: { RATE_LIMIT_PER_MINUTE: '0' } })
   await app.tokens.getToken()
   let n = 0

@@ -1,9 +1,9 @@
 import t from 'tap'
 import { CircuitBreaker } from '../../src/upstream/circuit-breaker.js'
-import { fakeClock, recordingTelemetry } from './fakes.js'
+import { Clock, recordingTelemetry } from '../helper.js'
 
 function breaker () {
-  const clock = fakeClock()
+  const clock = new Clock()
   const telemetry = recordingTelemetry()
   return { breaker: new CircuitBreaker({ failureThreshold: 3, openMs: 10_000, telemetry, now: clock.now }), clock, telemetry }
 }

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { ConcurrencyLimiter } from '../../src/upstream/concurrency-limiter.js'
-import { settle } from './fakes.js'
+import { settle } from '../helper.js'
 
 /** A task that runs until the test ends it. */
 function gate (): { task: () => Promise<string>, open: () => void, started: () => boolean } {

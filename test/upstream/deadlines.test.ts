@@ -1,7 +1,5 @@
 import t from 'tap'
-import { stack } from '../helper.js'
-import { eventually, tally, usernames } from './app-fixture.js'
-import { fakeClock } from './fakes.js'
+import { Clock, eventually, stack, tally, usernames } from '../helper.js'
 
 // A caller's wait for the upstream, queue included, ends UPSTREAM_TIMEOUT_MS after it asked.
 
@@ -23,19 +21,19 @@ t.test('callers queued behind a slow upstream are answered 504 by their deadline
   const longest = Math.max(...answers.map(({ waitedMs }) => waitedMs))
   t.ok(longest < timeoutMs + 250, `every caller answered within the deadline and a margin (longest ${longest} ms)`)
   t.equal(sim.stats.dataCalls - callsBefore, 2, 'the served call and the one cut off; the four others were dropped unsent')
-  t.ok(await eventually(() => sim.stats.abortedResponses === 1), 'the call cut off was aborted at the upstream')
+  await eventually(() => sim.stats.abortedResponses === 1, 'the call cut off was aborted at the upstream')
   t.equal(app.upstream.breakerState, 'closed', 'a call the queue left little time is no evidence against the upstream')
   t.equal((await app.inject('/profile/afterwards')).statusCode, 200, 'the queue drained')
 })
 
 t.test('a queued call whose deadline passed on the app clock is dropped when its slot comes, without calling the upstream', async (t) => {
-  const clock = fakeClock(Date.now())
+  const clock = new Clock(Date.now())
   const { app, sim } = await stack(t, { now: clock.now, env: { UPSTREAM_MAX_CONCURRENCY: '1' }, sim: { latencyMs: 200 } })
   t.equal((await app.inject('/profile/warm')).statusCode, 200)
 
   const first = app.inject('/profile/first')
   const queued = app.inject('/profile/queued')
-  t.ok(await eventually(() => sim.callsFor('profile', 'first') === 1), 'the first holds the only slot')
+  await eventually(() => sim.callsFor('profile', 'first') === 1, 'the first holds the only slot')
   clock.advance(5_000) // UPSTREAM_TIMEOUT_MS, by the app's clock, while the second waits
 
   t.equal((await first).statusCode, 200)
@@ -45,7 +43,7 @@ t.test('a queued call whose deadline passed on the app clock is dropped when its
 })
 
 t.test('a stale entry is still served when the upstream would take longer than the deadline', async (t) => {
-  const clock = fakeClock(Date.now())
+  const clock = new Clock(Date.now())
   const { app, sim } = await stack(t, { now: clock.now, env: { UPSTREAM_TIMEOUT_MS: '300', PROFILE_TTL_SECONDS: '60' } })
   t.equal((await app.inject('/profile/alice')).statusCode, 200)
   clock.advance(61_000)
@@ -55,5 +53,5 @@ t.test('a stale entry is still served when the upstream would take longer than t
   t.equal(res.statusCode, 200)
   t.equal(res.headers['x-cache'], 'STALE')
   t.ok(Date.now() - started < 300, 'at once, while the revalidation runs into its own deadline')
-  t.ok(await eventually(() => sim.stats.abortedResponses === 1), 'the revalidation was aborted at its deadline')
+  await eventually(() => sim.stats.abortedResponses === 1, 'the revalidation was aborted at its deadline')
 })

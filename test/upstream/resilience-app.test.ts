@@ -1,16 +1,14 @@
-import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { profileOf } from '../../dev/profiles.js'
 import { BREAKER_FAILURE_THRESHOLD } from '../../src/upstream/circuit-breaker.js'
 import { MAX_RETRY_AFTER_SECONDS } from '../../src/upstream/upstream-client.js'
-import { anotherApp, stack } from '../helper.js'
-import { eventually, profiles, redisReady, tally, usernames } from './app-fixture.js'
-import { REDIS_URL } from './redis-fixture.js'
+import { anotherApp, Clock, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../helper.js'
 
 // The upstream client's protections, through the whole app, counted at the simulator.
 
 t.test('429 with Retry-After in seconds opens a back-off window: no call until it ends', async (t) => {
-  const { app, sim } = await stack(t)
+  const clock = new Clock()
+  const { app, sim } = await stack(t, { now: clock.now })
   sim.failNext({ kind: 'status', status: 429, retryAfter: '1' })
   const first = await app.inject('/profile/a1')
   t.equal(first.statusCode, 503)
@@ -25,7 +23,9 @@ t.test('429 with Retry-After in seconds opens a back-off window: no call until i
   t.equal(during.headers['cache-control'], 'no-store')
   t.equal(sim.stats.dataCalls, 1, 'nothing reached the upstream during the window')
 
-  await sleep(1_100)
+  clock.advance(999)
+  t.equal((await app.inject('/profile/a2')).statusCode, 503, 'the window lasts its whole second')
+  clock.advance(1)
   t.equal((await app.inject('/profile/a2')).statusCode, 200, 'the window ended')
   t.equal(sim.stats.dataCalls, 2)
 })
@@ -65,7 +65,7 @@ t.test('503 with Retry-After is a back-off like 429; 503 without it is an upstre
 t.test('with Redis, one instance\'s 429 keeps every instance from calling', async (t) => {
   const { app, sim, config } = await stack(t, { env: { REDIS_URL } })
   const other = await anotherApp(t, config)
-  await Promise.all([redisReady(app), redisReady(other)])
+  await Promise.all([untilRedisReady(app), untilRedisReady(other)])
   sim.failNext({ kind: 'status', status: 429, retryAfter: '30' })
   t.equal((await app.inject('/profile/a1')).statusCode, 503)
   const res = await other.inject('/profile/b1')
@@ -75,16 +75,19 @@ t.test('with Redis, one instance\'s 429 keeps every instance from calling', asyn
 })
 
 t.test('during a back-off window a stale entry is served and not revalidated upstream', async (t) => {
-  const { app, sim } = await stack(t, { env: { PROFILE_TTL_SECONDS: '0' } })
+  const failedRevalidations: string[] = []
+  const logger = { level: 'warn', stream: { write: (line: string) => { if (line.includes('background revalidation failed')) failedRevalidations.push(line) } } }
+  const { app, sim } = await stack(t, { env: { PROFILE_TTL_SECONDS: '0' }, logger })
   t.equal((await app.inject('/profile/alice')).statusCode, 200)
   sim.failAlways({ kind: 'status', status: 429, retryAfter: '30' })
   const stale = await app.inject('/profile/alice')
   t.equal(stale.statusCode, 200)
   t.same(stale.json(), { user: profileOf('alice') })
-  t.ok(await eventually(() => app.upstream.backoffRemainingMs > 0), 'the revalidation met the 429')
+  await eventually(() => app.upstream.backoffRemainingMs > 0, 'the revalidation met the 429')
   const again = await app.inject('/profile/alice')
   t.equal(again.statusCode, 200)
-  await sleep(50)
+  await eventually(() => failedRevalidations.length === 2, 'the second revalidation was refused')
+  t.match(failedRevalidations[1], /UPSTREAM_RATE_LIMITED/)
   t.equal(sim.callsFor('profile', 'alice'), 2, 'no revalidation reached the upstream during the window')
 })
 
@@ -147,7 +150,7 @@ t.test('UPSTREAM_TIMEOUT_MS covers the body: a trickling answer is aborted with 
   sim.failNext({ kind: 'trickle' })
   const res = await app.inject('/profile/alice')
   t.same(res.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 300 ms' })
-  t.ok(await eventually(() => sim.stats.abortedResponses === 1), 'the upstream saw the request aborted')
+  await eventually(() => sim.stats.abortedResponses === 1, 'the upstream saw the request aborted')
   t.equal(sim.callsFor('profile', 'alice'), 1, 'a timeout is not retried')
 })
 

@@ -1,8 +1,6 @@
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { anotherApp, stack } from '../helper.js'
-import { eventually, profiles, redisReady, tally, usernames } from './app-fixture.js'
-import { REDIS_URL } from './redis-fixture.js'
+import { anotherApp, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../helper.js'
 
 // Token lifecycle through the whole app, against the simulator's identity provider.
 const NO_RATE_LIMIT = { RATE_LIMIT_PER_MINUTE: '0' }
@@ -31,7 +29,7 @@ t.test('200 concurrent 401s cause exactly one renewal', async (t) => {
 t.test('two instances on one Redis cause one exchange between them; Redis holds no plain token', async (t) => {
   const { app, sim, config } = await stack(t, { env: { ...NO_RATE_LIMIT, REDIS_URL } })
   const other = await anotherApp(t, config)
-  await Promise.all([redisReady(app), redisReady(other)])
+  await Promise.all([untilRedisReady(app), untilRedisReady(other)])
   const responses = await Promise.all([profiles(app, usernames(50, 'one')), profiles(other, usernames(50, 'two'))])
   t.same(tally(responses.flat()), { 200: 100 })
   t.equal(sim.stats.tokenRequests, 1)
@@ -53,7 +51,7 @@ t.test('an identity provider slower than UPSTREAM_TIMEOUT_MS: the caller gets 50
   sim.failTokenNext({ kind: 'hang' })
   const res = await app.inject('/profile/alice')
   t.same(res.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 300 ms' })
-  t.ok(await eventually(() => app.tokens.state === 'failing'), 'the exchange timed out too')
+  await eventually(() => app.tokens.state === 'failing', 'the exchange timed out too')
   t.match((await app.inject('/profile/bob')).json(), {
     statusCode: 502,
     code: 'UPSTREAM_AUTH_FAILED',

@@ -1,9 +1,9 @@
 import t from 'tap'
 import { retryDelay, TokenManager, type TokenManagerOptions } from '../../src/upstream/token-manager.js'
-import { FakeEndpoint, fakeClock, recordingLog, recordingTelemetry, settle } from './fakes.js'
+import { Clock, FakeEndpoint, recordingLog, recordingTelemetry, settle } from '../helper.js'
 
 function manager (endpoint: FakeEndpoint, options: Partial<TokenManagerOptions> = {}) {
-  const clock = fakeClock()
+  const clock = new Clock()
   const telemetry = recordingTelemetry()
   const log = recordingLog()
   const tokens = new TokenManager({ endpoint, telemetry, log, lockWaitMs: 1_000, now: clock.now, random: () => 0, ...options })

@@ -6,9 +6,7 @@ import { TokenCipher } from '../../src/upstream/token-cipher.js'
 import { TokenManager } from '../../src/upstream/token-manager.js'
 import { RedisTokenStore } from '../../src/upstream/token-store.js'
 import type { RedisLayer } from '../../src/redis/layer.js'
-import { FakeEndpoint } from './fakes.js'
-import { deadRedis, testLayer, testRedis } from './redis-fixture.js'
-import type { TestContext } from '../helper.js'
+import { deadRedis, FakeEndpoint, type TestContext, testLayer, testRedis } from '../helper.js'
 
 const SECRET = 'client-secret'
 

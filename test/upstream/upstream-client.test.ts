@@ -7,15 +7,14 @@ import { TokenEndpoint } from '../../src/upstream/token-endpoint.js'
 import { TokenManager } from '../../src/upstream/token-manager.js'
 import { UpstreamClient } from '../../src/upstream/upstream-client.js'
 import { profileOf } from '../../dev/profiles.js'
-import { simulator, type TestContext } from '../helper.js'
-import { fakeClock, recordingLog, recordingTelemetry } from './fakes.js'
+import { Clock, recordingLog, recordingTelemetry, simulator, type TestContext } from '../helper.js'
 
 // The client as a class, with its collaborators in reach: a real simulator, a clock moved by hand.
 async function client (t: TestContext) {
   const sim = await simulator(t)
   const pool = new Pool(sim.url)
   t.teardown(() => pool.close())
-  const clock = fakeClock(Date.now())
+  const clock = new Clock(Date.now())
   const telemetry = recordingTelemetry()
   const log = recordingLog()
   const tokens = new TokenManager({

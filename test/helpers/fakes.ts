@@ -3,12 +3,6 @@ import { noTelemetry, type Telemetry } from '../../src/telemetry/telemetry.js'
 import type { UpstreamLog } from '../../src/upstream/log.js'
 import type { MintedToken } from '../../src/upstream/token-endpoint.js'
 
-/** A clock the test moves by hand. */
-export function fakeClock (start = 1_700_000_000_000): { now: () => number, advance: (ms: number) => void } {
-  let time = start
-  return { now: () => time, advance: (ms) => { time += ms } }
-}
-
 /**
  * An identity provider in memory: counts exchanges, mints `token-1`, `token-2`, ... (or `<name>-1`), fails while
  * `failing` is set, and holds its answers while `hold` is set (until `release()`).
@@ -62,9 +56,4 @@ export function recordingLog (): UpstreamLog & { lines: string[] } {
       value instanceof Error ? { message: value.message, cause: String(value.cause) } : value))
   }
   return { lines, debug: write('debug'), info: write('info'), warn: write('warn') }
-}
-
-/** Lets pending promise callbacks (a background renewal) run. */
-export async function settle (): Promise<void> {
-  await new Promise((resolve) => setImmediate(resolve))
 }

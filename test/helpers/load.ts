@@ -1,5 +1,3 @@
-import { once } from 'node:events'
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 
 /** `n` usernames nobody else asks for, so that the cache cannot answer for the upstream. */
@@ -20,20 +18,4 @@ export function tally (responses: LightMyRequestResponse[]): Record<string, numb
     counts[key] = (counts[key] ?? 0) + 1
   }
   return counts
-}
-
-/** Start-up never waits for Redis; a test about sharing through it does. */
-export async function redisReady (app: FastifyInstance): Promise<void> {
-  const redis = app.redis
-  if (redis !== undefined && redis.status !== 'ready') await once(redis, 'ready')
-}
-
-/** Waits (bounded) for something that happens in the background, such as a revalidation. */
-export async function eventually (condition: () => boolean, timeoutMs = 3_000): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs
-  while (!condition()) {
-    if (Date.now() > deadline) return false
-    await sleep(10)
-  }
-  return true
 }
