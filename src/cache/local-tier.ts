@@ -1,9 +1,9 @@
-import { entrySize, isFresh, type CacheEntry } from './cache-entry.js'
+import { entrySize, isFresh, type CacheEntry } from './cache-entry.ts'
 import type { LRUCache } from 'lru-cache'
-import { boundedLru, setUntil } from './bounded-lru.js'
-import { MemoryStore } from './memory-store.js'
-import type { BusEvent, RedisBus } from '../redis/bus.js'
-import type { CacheStore } from './store.js'
+import { boundedLru, setUntil } from './bounded-lru.ts'
+import { MemoryStore } from './memory-store.ts'
+import type { BusEvent, RedisBus } from '../redis/bus.ts'
+import type { CacheStore } from './store.ts'
 
 export interface LocalTierOptions {
   /** The shared store behind this tier. */
