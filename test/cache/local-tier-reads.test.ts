@@ -63,3 +63,26 @@ t.test('a request after another instance\'s fill or purge, or a write here, does
     t.equal((await after)?.body, '"v2"', change)
   }
 })
+
+t.test('a read or write under way when this instance purges the key does not leave a copy of what it answers', async (t) => {
+  for (const overlap of ['read', 'write'] as const) {
+    const { tier, held, answerReads, entry, gate } = tierOverHeldReads()
+    const v1 = entry('"v1"')
+    let open = (): void => {}
+    let underWay: Promise<unknown>
+    if (overlap === 'read') {
+      held.set('k', v1)
+      underWay = tier.get('k')
+    } else {
+      gate.write = new Promise((resolve) => { open = resolve })
+      underWay = tier.set('k', v1)
+    }
+    await tier.markStale(['k'], Date.now())
+    open()
+    answerReads()
+    t.equal((await underWay as CacheEntry | undefined)?.etag, v1.etag, `${overlap}: answers what it found`)
+    const after = tier.get('k')
+    t.equal(answerReads(), 1, `${overlap}: the next request reads the shared store, not a copy from before the purge`)
+    await after
+  }
+})
