@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import autocannon, { type Instance } from 'autocannon'
-import { percentile } from './stats.js'
+import { percentile } from './stats.ts'
 
 export interface LoadOptions {
   connections: number

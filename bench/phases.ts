@@ -1,12 +1,12 @@
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { request, type Pool } from 'undici'
-import type { RunningChild } from './processes.js'
-import type { BenchResults } from './report.js'
-import { connectionsTo, countBy, simulatorCounts, stream, timedGet, type Timed } from './requests.js'
-import { socketBurst } from './socket-burst.js'
-import { percentile } from './stats.js'
-import { seededRandom, zipfSampler } from './zipf.js'
+import type { RunningChild } from './processes.ts'
+import type { BenchResults } from './report.ts'
+import { connectionsTo, countBy, simulatorCounts, stream, timedGet, type Timed } from './requests.ts'
+import { socketBurst } from './socket-burst.ts'
+import { percentile } from './stats.ts'
+import { seededRandom, zipfSampler } from './zipf.ts'
 
 /** The same request mix on every run. */
 const ZIPF_SEED = 20_240_606

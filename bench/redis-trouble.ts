@@ -7,12 +7,12 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { createServer, type AddressInfo } from 'node:net'
 import { Redis } from 'ioredis'
 import type { Pool } from 'undici'
-import { warm } from './phases.js'
-import { HOST, type ProcessGroup } from './processes.js'
-import type { BenchResults } from './report.js'
-import { connectionsTo, simulatorCounts, timedGet } from './requests.js'
-import { percentile } from './stats.js'
-import { startService, type Simulator } from './targets.js'
+import { warm } from './phases.ts'
+import { HOST, type ProcessGroup } from './processes.ts'
+import type { BenchResults } from './report.ts'
+import { connectionsTo, simulatorCounts, timedGet } from './requests.ts'
+import { percentile } from './stats.ts'
+import { startService, type Simulator } from './targets.ts'
 
 const USERNAMES = 100
 const CONCURRENCY = 16

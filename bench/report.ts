@@ -1,5 +1,5 @@
-import type { RoundResult } from './load.js'
-import { median } from './stats.js'
+import type { RoundResult } from './load.ts'
+import { median } from './stats.ts'
 
 /** The issues' targets (6, 10 and 13), in one place. The hit path is measured against the same-bytes floor. */
 export const GOALS = {

@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
-import { HOST } from './processes.js'
-import type { Timed } from './requests.js'
+import { HOST } from './processes.ts'
+import type { Timed } from './requests.ts'
 
 const TIMEOUT_MS = 10_000
 const HEADER_END = '\r\n\r\n'

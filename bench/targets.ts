@@ -1,6 +1,6 @@
-import { ConfigSchema } from '../src/config.js'
-import { SERVER_ENTRY } from './build.js'
-import { HOST, type ProcessGroup, type RunningChild } from './processes.js'
+import { ConfigSchema } from '../src/config.ts'
+import { SERVER_ENTRY } from './build.ts'
+import { HOST, type ProcessGroup, type RunningChild } from './processes.ts'
 
 /** The simulator's default credentials; the service is given the same ones. */
 const CLIENT_ID = 'dev-client'

@@ -1,6 +1,6 @@
 import openapiTS, { astToString } from 'openapi-typescript'
-import { buildApp } from '../src/app.js'
-import { loadConfig } from '../src/config.js'
+import { buildApp } from '../src/app.ts'
+import { loadConfig } from '../src/config.ts'
 
 export const CLIENT_TYPES_FILE = new URL('../client/src/openapi.ts', import.meta.url)
 

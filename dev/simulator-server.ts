@@ -1,4 +1,4 @@
-import { startSimulator } from './simulator.js'
+import { startSimulator } from './simulator.ts'
 
 // The simulator as a process of its own (docker compose, benchmarks). Configured by SIM_* variables.
 const env = process.env

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { profileOf, timelineOf } from './profiles.js'
+import { profileOf, timelineOf } from './profiles.ts'
 
 /**
  * A stand-in for the Public Profile Lookup Service and its identity provider, in one small node:http

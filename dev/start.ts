@@ -1,4 +1,4 @@
-import { startSimulator } from './simulator.js'
+import { startSimulator } from './simulator.ts'
 
 // `npm run dev`: the upstream simulator in this process, then the real server entry in front of it,
 // with the in-process cache. Variables already set in the environment win over these defaults.
@@ -11,5 +11,5 @@ process.env.CLIENT_SECRET ??= simulator.options.clientSecret
 process.env.SHUTDOWN_DELAY_MS ??= '0'
 process.stdout.write(`upstream simulator on ${simulator.url} (unknown members: usernames starting with "ghost")\n`)
 
-await import('../src/server.js')
+await import('../src/server.ts')
 process.stdout.write(`try: curl http://127.0.0.1:${process.env.PORT ?? 3000}/profile/alice\n`)

@@ -1,8 +1,8 @@
 import closeWithGrace from 'close-with-grace'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { buildApp } from './app.js'
-import { ConfigError, loadConfig, type Config } from './config.js'
-import { BatchedLogOutput, loggerOptions } from './logging/logging.js'
+import { buildApp } from './app.ts'
+import { ConfigError, loadConfig, type Config } from './config.ts'
+import { BatchedLogOutput, loggerOptions } from './logging/logging.ts'
 
 // The only module that reads process.env, picks the log transport and listens.
 // Behaviour never depends on NODE_ENV: everything is in the configuration.

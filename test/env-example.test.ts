@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
-import { ConfigSchema } from '../src/config.js'
+import { ConfigSchema } from '../src/config.ts'
 
 t.test('.env.example documents every variable of the configuration schema, and nothing else', async (t) => {
   const text = readFileSync(new URL('../.env.example', import.meta.url), 'utf8')

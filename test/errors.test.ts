@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
-import * as errors from '../src/errors.js'
+import * as errors from '../src/errors.ts'
 
 t.test('every error export is named after its code and has a fixed status', async (t) => {
   const constructors = Object.entries(errors).filter(([, value]) => typeof value === 'function' && 'prototype' in value && value.name === 'FastifyError')

@@ -1,18 +1,18 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, type AppOptions } from '../src/app.js'
-import { loadConfig, type Config } from '../src/config.js'
-import { startSimulator, type Simulator, type SimulatorOptions } from '../dev/simulator.js'
-import { Clock, type TestContext } from './helpers/clock.js'
-import { deleteKeys, REDIS_URL, untilRedisReady } from './helpers/redis.js'
+import { buildApp, type AppOptions } from '../src/app.ts'
+import { loadConfig, type Config } from '../src/config.ts'
+import { startSimulator, type Simulator, type SimulatorOptions } from '../dev/simulator.ts'
+import { Clock, type TestContext } from './helpers/clock.ts'
+import { deleteKeys, REDIS_URL, untilRedisReady } from './helpers/redis.ts'
 
 // The one module tests import helpers from.
-export { Clock, eventually, settle, type TestContext } from './helpers/clock.js'
-export { FakeEndpoint, recordingLog, recordingTelemetry } from './helpers/fakes.js'
-export { profiles, tally, usernames } from './helpers/load.js'
-export { metric, parseMetrics, type Sample } from './helpers/prometheus.js'
-export { deadRedis, fakeHealth, rawRedis, REDIS_URL, testLayer, testPrefix, testRedis, untilRedisReady } from './helpers/redis.js'
-export { available, freeClusterPort, freePort, RedisServer } from './helpers/redis-server.js'
+export { Clock, eventually, settle, type TestContext } from './helpers/clock.ts'
+export { FakeEndpoint, recordingLog, recordingTelemetry } from './helpers/fakes.ts'
+export { profiles, tally, usernames } from './helpers/load.ts'
+export { metric, parseMetrics, type Sample } from './helpers/prometheus.ts'
+export { deadRedis, fakeHealth, rawRedis, REDIS_URL, testLayer, testPrefix, testRedis, untilRedisReady } from './helpers/redis.ts'
+export { available, freeClusterPort, freePort, RedisServer } from './helpers/redis-server.ts'
 
 export interface Stack {
   app: FastifyInstance

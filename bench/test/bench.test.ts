@@ -1,8 +1,8 @@
 import t from 'tap'
-import type { RoundResult } from '../load.js'
-import { redisTroubleVerdicts, renderReport, summarize, verdicts, type BenchResults } from '../report.js'
-import { median, percentile } from '../stats.js'
-import { seededRandom, zipfSampler } from '../zipf.js'
+import type { RoundResult } from '../load.ts'
+import { redisTroubleVerdicts, renderReport, summarize, verdicts, type BenchResults } from '../report.ts'
+import { median, percentile } from '../stats.ts'
+import { seededRandom, zipfSampler } from '../zipf.ts'
 
 // The benchmark's own arithmetic: if it is wrong, every figure in bench/results/latest.md is.
 

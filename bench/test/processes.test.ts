@@ -4,8 +4,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { createServer, type AddressInfo } from 'node:net'
-import { ProcessGroup } from '../processes.js'
-import { socketBurst } from '../socket-burst.js'
+import { ProcessGroup } from '../processes.ts'
+import { socketBurst } from '../socket-burst.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 

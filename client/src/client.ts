@@ -1,5 +1,5 @@
-import { ProfileBffError, type ErrorCode } from './errors.js'
-import type { operations } from './openapi.js'
+import { ProfileBffError, type ErrorCode } from './errors.ts'
+import type { operations } from './openapi.ts'
 
 type Body<O extends keyof operations> = operations[O]['responses'][200]['content']['application/json']
 

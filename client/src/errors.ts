@@ -1,4 +1,4 @@
-import type { operations } from './openapi.js'
+import type { operations } from './openapi.ts'
 
 type Operation = keyof operations
 type Responses<O extends Operation> = operations[O]['responses']

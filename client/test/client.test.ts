@@ -1,9 +1,9 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
-import { profileOf, timelineOf } from '../../dev/profiles.js'
-import { stack } from '../../test/helper.js'
-import { createClient, ProfileBffError, type ServiceErrorCode } from '../src/index.js'
+import { profileOf, timelineOf } from '../../dev/profiles.ts'
+import { stack } from '../../test/helper.ts'
+import { createClient, ProfileBffError, type ServiceErrorCode } from '../src/index.ts'
 
 /** The error a call fails with (and a failed assertion if it does not fail). */
 async function failure (call: Promise<unknown>): Promise<ProfileBffError> {

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { profileOf } from '../../dev/profiles.js'
-import { parseProfile } from '../src/index.js'
+import { profileOf } from '../../dev/profiles.ts'
+import { parseProfile } from '../src/index.ts'
 
 t.test('the documented formats become numbers and trimmed text', async (t) => {
   t.same(parseProfile({

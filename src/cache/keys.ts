@@ -1,4 +1,4 @@
-import type { Resource } from '../resources.js'
+import type { Resource } from '../resources.ts'
 
 /**
  * Bump when the shape of a cached body changes: a deploy then reads none of the old-shaped entries.

@@ -1,9 +1,9 @@
-import { entrySize, isFresh, type CacheEntry } from './cache-entry.js'
+import { entrySize, isFresh, type CacheEntry } from './cache-entry.ts'
 import type { LRUCache } from 'lru-cache'
-import { boundedLru, setUntil } from './bounded-lru.js'
-import { MemoryStore } from './memory-store.js'
-import type { BusEvent, RedisBus } from '../redis/bus.js'
-import type { CacheStore } from './store.js'
+import { boundedLru, setUntil } from './bounded-lru.ts'
+import { MemoryStore } from './memory-store.ts'
+import type { BusEvent, RedisBus } from '../redis/bus.ts'
+import type { CacheStore } from './store.ts'
 
 export interface LocalTierOptions {
   /** The shared store behind this tier. */
@@ -47,8 +47,8 @@ export class LocalTier implements CacheStore {
   readonly #now: () => number
   #rejoining: Promise<void> | undefined
   /**
-   * Counts the other instances' fills and purges: a shared read or write that overlapped one may hold
-   * what the event just replaced, so it is not copied here.
+   * Counts the other instances' fills and purges, and this instance's purges: a shared read or write
+   * that overlapped one may hold what it just replaced, so it is not copied here.
    */
   #generation = 0
   /**
@@ -113,9 +113,15 @@ export class LocalTier implements CacheStore {
 
   /** Here at once; in Redis too, which rejects while it is down (the purge then did not reach the other instances). */
   async markStale (keys: readonly string[], now: number): Promise<number> {
-    for (const key of keys) this.#forget(key)
-    const alone = await this.#alone.markStale(keys, now)
-    return Math.max(alone, await this.#options.shared.markStale(keys, now))
+    // A read or write under way (a revalidation's) may answer the entry before the purge: not copied here.
+    this.#changed(keys)
+    try {
+      const alone = await this.#alone.markStale(keys, now)
+      return Math.max(alone, await this.#options.shared.markStale(keys, now))
+    } finally {
+      // Nor one that started while the purge was on its way to Redis, which it may have preceded there.
+      this.#changed(keys)
+    }
   }
 
   async close (): Promise<void> {
@@ -161,6 +167,12 @@ export class LocalTier implements CacheStore {
     const entry = await this.#options.shared.get(key)
     if (entry !== undefined) this.#keep(key, entry, generation)
     return entry
+  }
+
+  /** The keys changed here: their copies go, and no read or write under way copies anything. */
+  #changed (keys: readonly string[]): void {
+    this.#generation++
+    for (const key of keys) this.#forget(key)
   }
 
   /** Drops the copy, and lets a read after this point start its own rather than join an older one. */

@@ -1,7 +1,7 @@
-import { entrySize, markedStale, type CacheEntry } from './cache-entry.js'
+import { entrySize, markedStale, type CacheEntry } from './cache-entry.ts'
 import type { LRUCache } from 'lru-cache'
-import { boundedLru, setUntil } from './bounded-lru.js'
-import type { CacheStore } from './store.js'
+import { boundedLru, setUntil } from './bounded-lru.ts'
+import type { CacheStore } from './store.ts'
 
 export const DEFAULT_MAX_ENTRIES = 10_000
 /** Counted as string lengths plus a little per entry: an approximation of the heap it takes. */

@@ -1,10 +1,10 @@
-import type { RedisBus } from '../redis/bus.js'
-import type { RedisClock } from '../redis/clock.js'
-import type { RedisCommands } from '../redis/commands.js'
-import type { RedisHealth } from '../redis/health.js'
-import type { CacheEntry } from './cache-entry.js'
-import { purgedKey } from './keys.js'
-import type { CacheStore } from './store.js'
+import type { RedisBus } from '../redis/bus.ts'
+import type { RedisClock } from '../redis/clock.ts'
+import type { RedisCommands } from '../redis/commands.ts'
+import type { RedisHealth } from '../redis/health.ts'
+import type { CacheEntry } from './cache-entry.ts'
+import { purgedKey } from './keys.ts'
+import type { CacheStore } from './store.ts'
 
 export interface RedisStoreOptions {
   redis: Pick<RedisCommands, 'eval' | 'hgetall'>

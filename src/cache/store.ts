@@ -1,4 +1,4 @@
-import type { CacheEntry } from './cache-entry.js'
+import type { CacheEntry } from './cache-entry.ts'
 
 /**
  * Where entries live: Redis (with an in-process tier in front), or a bounded map in this process. Keys

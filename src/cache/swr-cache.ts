@@ -1,8 +1,8 @@
-import { isFresh, isServable, sameVersion, type CacheEntry, type CacheState } from './cache-entry.js'
-import type { Claim } from '../redis/owner-lock.js'
-import type { CacheStore } from './store.js'
-import type { Resource } from '../resources.js'
-import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js'
+import { isFresh, isServable, sameVersion, type CacheEntry, type CacheState } from './cache-entry.ts'
+import type { Claim } from '../redis/owner-lock.ts'
+import type { CacheStore } from './store.ts'
+import type { Resource } from '../resources.ts'
+import { noTelemetry, type Telemetry } from '../telemetry/telemetry.ts'
 
 export interface Served {
   entry: CacheEntry

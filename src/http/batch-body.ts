@@ -1,11 +1,11 @@
-import type { CacheEntry } from '../cache/cache-entry.js'
-import type { Served } from '../cache/swr-cache.js'
-import { shortPrefix } from './caller-input.js'
-import { errorResponse } from './error-response.js'
-import { INVALID_USERNAME, PROFILE_NOT_FOUND } from '../errors.js'
-import type { User } from '../lookups/lookups.js'
-import type { ErrorResponse } from '../schemas/common.js'
-import type { ProfileField } from '../schemas/profile.js'
+import type { CacheEntry } from '../cache/cache-entry.ts'
+import type { Served } from '../cache/swr-cache.ts'
+import { shortPrefix } from './caller-input.ts'
+import { errorResponse } from './error-response.ts'
+import { INVALID_USERNAME, PROFILE_NOT_FOUND } from '../errors.ts'
+import type { User } from '../lookups/lookups.ts'
+import type { ErrorResponse } from '../schemas/common.ts'
+import type { ProfileField } from '../schemas/profile.ts'
 
 /** Errors a member's own request could have been answered from a cache: they do not stop the batch being cached. */
 const CACHEABLE_CODES = new Set(['INVALID_USERNAME', 'PROFILE_NOT_FOUND'])

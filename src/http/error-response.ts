@@ -1,8 +1,8 @@
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError } from 'fastify'
-import { shortPrefix } from './caller-input.js'
-import * as errors from '../errors.js'
-import type { ErrorResponse } from '../schemas/common.js'
+import { shortPrefix } from './caller-input.ts'
+import * as errors from '../errors.ts'
+import type { ErrorResponse } from '../schemas/common.ts'
 
 /** The contract's codes: every export of errors.ts whose name is its code. */
 const CONTRACT_CODES = new Set(Object.keys(errors))

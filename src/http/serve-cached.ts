@@ -1,9 +1,9 @@
 import type { FastifyReply } from 'fastify'
-import type { CacheState } from '../cache/cache-entry.js'
-import type { Served } from '../cache/swr-cache.js'
-import { shortPrefix } from './caller-input.js'
-import { preferredCoding, worthEncoding, type EncodedBodies } from './encoded-bodies.js'
-import { PROFILE_NOT_FOUND } from '../errors.js'
+import type { CacheState } from '../cache/cache-entry.ts'
+import type { Served } from '../cache/swr-cache.ts'
+import { shortPrefix } from './caller-input.ts'
+import { preferredCoding, worthEncoding, type EncodedBodies } from './encoded-bodies.ts'
+import { PROFILE_NOT_FOUND } from '../errors.ts'
 
 /** A body as sent, and the tag that names this version of it. */
 export interface Representation {

@@ -1,6 +1,6 @@
-import type { Freshness } from '../cache/cache-entry.js'
-import type { Config } from '../config.js'
-import type { Resource } from '../resources.js'
+import type { Freshness } from '../cache/cache-entry.ts'
+import type { Config } from '../config.ts'
+import type { Resource } from '../resources.ts'
 
 /** How long each kind of entry is fresh, then servable stale; an upstream 404 is an entry of its own kind. */
 export type FreshnessPolicy = Record<Resource | 'notFound', Freshness>

@@ -1,11 +1,11 @@
 import pMap from 'p-map'
-import { createEntry, type CacheEntry } from '../cache/cache-entry.js'
-import { cacheKey } from '../cache/keys.js'
-import type { Served, SwrCache } from '../cache/swr-cache.js'
-import { RESOURCES, type Resource } from '../resources.js'
-import type { FreshnessPolicy } from './freshness.js'
-import type { ProfileField } from '../schemas/profile.js'
-import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client.js'
+import { createEntry, type CacheEntry } from '../cache/cache-entry.ts'
+import { cacheKey } from '../cache/keys.ts'
+import type { Served, SwrCache } from '../cache/swr-cache.ts'
+import { RESOURCES, type Resource } from '../resources.ts'
+import type { FreshnessPolicy } from './freshness.ts'
+import type { ProfileField } from '../schemas/profile.ts'
+import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client.ts'
 
 export interface LookupsOptions {
   cache: Pick<SwrCache, 'get' | 'markStale'>

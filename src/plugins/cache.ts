@@ -1,14 +1,14 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { loadBoundMs, purgeMemoryMs } from '../cache/load-bound.js'
-import { LocalTier } from '../cache/local-tier.js'
-import { MemoryStore } from '../cache/memory-store.js'
-import { RedisStore } from '../cache/redis-store.js'
-import type { CacheStore } from '../cache/store.js'
-import { SwrCache, type SwrCacheOptions } from '../cache/swr-cache.js'
-import { freshnessPolicy } from '../lookups/freshness.js'
-import { Lookups } from '../lookups/lookups.js'
-import type { RedisLayer } from '../redis/layer.js'
+import { loadBoundMs, purgeMemoryMs } from '../cache/load-bound.ts'
+import { LocalTier } from '../cache/local-tier.ts'
+import { MemoryStore } from '../cache/memory-store.ts'
+import { RedisStore } from '../cache/redis-store.ts'
+import type { CacheStore } from '../cache/store.ts'
+import { SwrCache, type SwrCacheOptions } from '../cache/swr-cache.ts'
+import { freshnessPolicy } from '../lookups/freshness.ts'
+import { Lookups } from '../lookups/lookups.ts'
+import type { RedisLayer } from '../redis/layer.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,7 +1,7 @@
 import cors from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import type { AnswerHeaders } from './error-handler.js'
+import type { AnswerHeaders } from './error-handler.ts'
 
 /** Response headers a frontend may read besides the simple ones: caching, retry and tracing. */
 const EXPOSED_HEADERS = [

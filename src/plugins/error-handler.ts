@@ -1,10 +1,10 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import findMyWay from 'find-my-way'
-import { shortPrefix } from '../http/caller-input.js'
-import { errorResponse } from '../http/error-response.js'
-import { EXPECTED_FAILURES, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.js'
-import { freshnessPolicy } from '../lookups/freshness.js'
+import { shortPrefix } from '../http/caller-input.ts'
+import { errorResponse } from '../http/error-response.ts'
+import { EXPECTED_FAILURES, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.ts'
+import { freshnessPolicy } from '../lookups/freshness.ts'
 
 /** Sets headers every answer carries (CORS, security, request id) on one answer. */
 export type AnswerHeaders = (request: FastifyRequest, reply: FastifyReply) => void

@@ -2,7 +2,7 @@ import { getHeapStatistics } from 'node:v8'
 import underPressure, { type FastifyUnderPressureOptions } from '@fastify/under-pressure'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { SERVICE_OVERLOADED, withRetryAfter } from '../errors.js'
+import { SERVICE_OVERLOADED, withRetryAfter } from '../errors.ts'
 
 export type LoadSheddingOptions = Pick<FastifyUnderPressureOptions, 'maxEventLoopDelay' | 'maxHeapUsedBytes' | 'sampleInterval'>
 

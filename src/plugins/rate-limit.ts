@@ -1,10 +1,10 @@
 import rateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { RATE_LIMITED, withRetryAfter } from '../errors.js'
-import { isOperationalRoute } from '../http/operational-routes.js'
-import { RATE_LIMIT_WINDOW_MS, STANDALONE_RATE_LIMIT_CLIENTS } from '../http/rate-limit-policy.js'
-import { SharedRateCounts } from '../redis/shared-rate-counts.js'
+import { RATE_LIMITED, withRetryAfter } from '../errors.ts'
+import { isOperationalRoute } from '../http/operational-routes.ts'
+import { RATE_LIMIT_WINDOW_MS, STANDALONE_RATE_LIMIT_CLIENTS } from '../http/rate-limit-policy.ts'
+import { SharedRateCounts } from '../redis/shared-rate-counts.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { eventsChannel } from '../cache/keys.js'
-import { RedisBus } from '../redis/bus.js'
-import { createRedisClient, duplicateRedisClient, type RedisClient } from '../redis/client.js'
-import { RedisClock } from '../redis/clock.js'
-import { RedisHealth } from '../redis/health.js'
-import type { RedisLayer } from '../redis/layer.js'
-import { OwnerLock } from '../redis/owner-lock.js'
+import { eventsChannel } from '../cache/keys.ts'
+import { RedisBus } from '../redis/bus.ts'
+import { createRedisClient, duplicateRedisClient, type RedisClient } from '../redis/client.ts'
+import { RedisClock } from '../redis/clock.ts'
+import { RedisHealth } from '../redis/health.ts'
+import type { RedisLayer } from '../redis/layer.ts'
+import { OwnerLock } from '../redis/owner-lock.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { FastifyInstance, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import helmet, { type HelmetOptions } from 'helmet'
-import { DOCS_PREFIX } from '../http/operational-routes.js'
+import { DOCS_PREFIX } from '../http/operational-routes.ts'
 
 /**
  * Helmet's headers, tuned for a JSON API read by browsers on other origins: a content security policy

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { PrometheusTelemetry } from '../telemetry/prometheus-telemetry.js'
+import { PrometheusTelemetry } from '../telemetry/prometheus-telemetry.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {

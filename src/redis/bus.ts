@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
-import type { RedisClient } from './client.js'
-import type { RedisCommands } from './commands.js'
-import type { RedisHealth } from './health.js'
+import type { RedisClient } from './client.ts'
+import type { RedisCommands } from './commands.ts'
+import type { RedisHealth } from './health.ts'
 
 /** What one instance tells the others about a key (an instance never hears its own events). */
 export type BusEvent =

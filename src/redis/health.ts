@@ -1,6 +1,6 @@
-import { CACHE_UNAVAILABLE } from '../errors.js'
-import type { RedisClock } from './clock.js'
-import type { RedisCommands } from './commands.js'
+import { CACHE_UNAVAILABLE } from '../errors.ts'
+import type { RedisClock } from './clock.ts'
+import type { RedisCommands } from './commands.ts'
 
 /** What the health state needs of the client: PING and TIME, its connection status and events, and a way to drop a hung connection. */
 export interface ProbedClient extends Pick<RedisCommands, 'ping' | 'time'> {

@@ -1,8 +1,8 @@
-import type { RedisBus } from './bus.js'
-import type { RedisClient } from './client.js'
-import type { RedisClock } from './clock.js'
-import type { RedisHealth } from './health.js'
-import type { OwnerLock } from './owner-lock.js'
+import type { RedisBus } from './bus.ts'
+import type { RedisClient } from './client.ts'
+import type { RedisClock } from './clock.ts'
+import type { RedisHealth } from './health.ts'
+import type { OwnerLock } from './owner-lock.ts'
 
 /** What the consumers of Redis share: the client, its one health state, its clock, the bus and the owner lock. */
 export interface RedisLayer {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
-import type { BusEvent, RedisBus } from './bus.js'
-import type { RedisCommands } from './commands.js'
-import type { RedisHealth } from './health.js'
+import type { BusEvent, RedisBus } from './bus.ts'
+import type { RedisCommands } from './commands.ts'
+import type { RedisHealth } from './health.ts'
 
 /** Who does a job: this instance (then it must `release`, which never rejects), or another one (then wait for `settled`). */
 export type Claim =

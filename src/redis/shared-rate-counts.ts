@@ -1,5 +1,5 @@
-import type { RedisCommands } from './commands.js'
-import type { RedisHealth } from './health.js'
+import type { RedisCommands } from './commands.ts'
+import type { RedisHealth } from './health.ts'
 
 export interface SharedRateCountsOptions {
   redis: Pick<RedisCommands, 'incrby' | 'pexpire'>

@@ -1,5 +1,5 @@
-import type { RedisCommands } from './commands.js'
-import type { RedisHealth } from './health.js'
+import type { RedisCommands } from './commands.ts'
+import type { RedisHealth } from './health.ts'
 
 /** Sets the window only when it would end later than the one already there: a window is never shortened. */
 const EXTEND = `local left = redis.call('pttl', KEYS[1])

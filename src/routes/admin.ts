@@ -1,9 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { INVALID_USERNAME, UNAUTHORIZED } from '../errors.js'
-import { ErrorResponse, UsernameParams } from '../schemas/common.js'
-import { validationErrors } from '../http/validation-errors.js'
+import { INVALID_USERNAME, UNAUTHORIZED } from '../errors.ts'
+import { ErrorResponse, UsernameParams } from '../schemas/common.ts'
+import { validationErrors } from '../http/validation-errors.ts'
 
 const PurgeResponse = Type.Object({
   username: Type.String(),

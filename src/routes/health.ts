@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type, type Static } from '@sinclair/typebox'
-import { errorResponse } from '../http/error-response.js'
-import { SHUTTING_DOWN } from '../errors.js'
-import { ErrorResponse } from '../schemas/common.js'
+import { errorResponse } from '../http/error-response.ts'
+import { SHUTTING_DOWN } from '../errors.ts'
+import { ErrorResponse } from '../schemas/common.ts'
 
 const Literals = <T extends string>(values: readonly T[], description: string) =>
   Type.Union(values.map((value) => Type.Literal(value)), { description })

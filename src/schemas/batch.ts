@@ -1,8 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { INVALID_USERNAME } from '../errors.js'
-import { StringEnum } from './common.js'
-import { ErrorBody, memberErrors } from './error-docs.js'
-import { Profile, QUERY_VALUES } from './profile.js'
+import { INVALID_USERNAME } from '../errors.ts'
+import { StringEnum } from './common.ts'
+import { ErrorBody, memberErrors } from './error-docs.ts'
+import { Profile, QUERY_VALUES } from './profile.ts'
 
 /** Distinct usernames one batch may name. */
 export const MAX_BATCH = 50

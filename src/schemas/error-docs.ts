@@ -1,10 +1,10 @@
 import { STATUS_CODES } from 'node:http'
 import { Type, type TObject } from '@sinclair/typebox'
-import { errorResponse } from '../http/error-response.js'
-import * as errors from '../errors.js'
-import { StringEnum, type ErrorResponse } from './common.js'
-import { ERROR_HEADERS } from './headers.js'
-import { QUERY_VALUES } from './profile.js'
+import { errorResponse } from '../http/error-response.ts'
+import * as errors from '../errors.ts'
+import { StringEnum, type ErrorResponse } from './common.ts'
+import { ERROR_HEADERS } from './headers.ts'
+import { QUERY_VALUES } from './profile.ts'
 
 /** An error a route can answer, as created by src/errors.ts (its code and status travel with it). */
 interface CodedError {

@@ -1,6 +1,6 @@
 import { Type, type Static, type TString } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
-import { StringEnum } from './common.js'
+import { StringEnum } from './common.ts'
 
 /** The ten profile fields, spelled as the upstream spells them in bodies. */
 export const PROFILE_FIELDS = ['name', 'age', 'gender', 'location', 'Credits', 'rank', 'videos', 'photos', 'joined', 'about'] as const

@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
-import type { CacheState } from '../cache/cache-entry.js'
-import type { Resource } from '../resources.js'
-import type { BreakerState, Telemetry, UpstreamOutcome } from './telemetry.js'
+import type { CacheState } from '../cache/cache-entry.ts'
+import type { Resource } from '../resources.ts'
+import type { BreakerState, Telemetry, UpstreamOutcome } from './telemetry.ts'
 
 /** What one answered request looked like, as the request metrics label it. */
 export interface RequestObservation {

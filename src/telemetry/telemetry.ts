@@ -1,5 +1,5 @@
-import type { CacheState } from '../cache/cache-entry.js'
-import type { Resource } from '../resources.js'
+import type { CacheState } from '../cache/cache-entry.ts'
+import type { Resource } from '../resources.ts'
 
 /** What the upstream answered to one call, as metrics and logs name it. */
 export type UpstreamOutcome =

@@ -1,5 +1,5 @@
-import type { Telemetry } from '../telemetry/telemetry.js'
-import type { SharedWindow } from '../redis/shared-window.js'
+import type { Telemetry } from '../telemetry/telemetry.ts'
+import type { SharedWindow } from '../redis/shared-window.ts'
 
 export interface BackoffWindowOptions {
   /** With Redis: the window every instance sees. Without: this instance's only. */

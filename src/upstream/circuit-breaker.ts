@@ -1,4 +1,4 @@
-import type { BreakerState, Telemetry } from '../telemetry/telemetry.js'
+import type { BreakerState, Telemetry } from '../telemetry/telemetry.ts'
 
 /** Failures in a row that open the circuit, and how long it stays open before a probe: one call a second in an outage. */
 export const BREAKER_FAILURE_THRESHOLD = 5

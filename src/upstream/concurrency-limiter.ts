@@ -1,4 +1,4 @@
-import { UPSTREAM_OVERLOADED } from '../errors.js'
+import { UPSTREAM_OVERLOADED } from '../errors.ts'
 
 /** Calls waiting for a slot, per slot: a burst of distinct usernames waits, a stalled upstream does not pile up. */
 const QUEUE_PER_SLOT = 8

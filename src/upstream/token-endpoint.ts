@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici'
-import { UPSTREAM_AUTH_FAILED } from '../errors.js'
-import { isTimeout } from './transport-errors.js'
+import { UPSTREAM_AUTH_FAILED } from '../errors.ts'
+import { isTimeout } from './transport-errors.ts'
 
 /** A token as the identity provider handed it out. */
 export interface MintedToken {

@@ -1,10 +1,10 @@
-import { UPSTREAM_AUTH_FAILED } from '../errors.js'
-import type { Telemetry } from '../telemetry/telemetry.js'
-import type { AccessToken } from './access-token.js'
-import type { UpstreamLog } from './log.js'
-import type { MintedToken } from './token-endpoint.js'
-import type { Claim } from '../redis/owner-lock.js'
-import type { TokenStore } from './token-store.js'
+import { UPSTREAM_AUTH_FAILED } from '../errors.ts'
+import type { Telemetry } from '../telemetry/telemetry.ts'
+import type { AccessToken } from './access-token.ts'
+import type { UpstreamLog } from './log.ts'
+import type { MintedToken } from './token-endpoint.ts'
+import type { Claim } from '../redis/owner-lock.ts'
+import type { TokenStore } from './token-store.ts'
 
 /** What /readyz reports: no token yet, one held, an exchange under way, or the identity provider failing. */
 export type TokenState = 'none' | 'held' | 'renewing' | 'failing'

@@ -1,10 +1,10 @@
-import type { RedisCommands } from '../redis/commands.js'
-import type { RedisHealth } from '../redis/health.js'
-import type { Claim, OwnerLock } from '../redis/owner-lock.js'
-import { SharedWindow } from '../redis/shared-window.js'
-import type { UpstreamLog } from './log.js'
-import type { TokenCipher } from './token-cipher.js'
-import type { AccessToken } from './access-token.js'
+import type { RedisCommands } from '../redis/commands.ts'
+import type { RedisHealth } from '../redis/health.ts'
+import type { Claim, OwnerLock } from '../redis/owner-lock.ts'
+import { SharedWindow } from '../redis/shared-window.ts'
+import type { UpstreamLog } from './log.ts'
+import type { TokenCipher } from './token-cipher.ts'
+import type { AccessToken } from './access-token.ts'
 
 /**
  * Where instances on one Redis share the token: the sealed token itself, a lock naming the one instance

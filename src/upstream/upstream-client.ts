@@ -1,17 +1,17 @@
 import { interceptors, type Dispatcher } from 'undici'
 import {
   UPSTREAM_AUTH_FAILED, UPSTREAM_ERROR, UPSTREAM_INVALID_RESPONSE, UPSTREAM_RATE_LIMITED, UPSTREAM_TIMEOUT, withRetryAfter
-} from '../errors.js'
-import { readUpstreamProfile, readUpstreamTimeline, type ProfileResponse, type TimelineResponse } from '../schemas/profile.js'
-import type { Resource } from '../resources.js'
-import type { BreakerState, Telemetry, UpstreamOutcome } from '../telemetry/telemetry.js'
-import type { BackoffWindow } from './backoff-window.js'
-import type { CircuitBreaker } from './circuit-breaker.js'
-import type { ConcurrencyLimiter } from './concurrency-limiter.js'
-import type { UpstreamLog } from './log.js'
-import type { AccessToken } from './access-token.js'
-import type { TokenManager } from './token-manager.js'
-import { CONNECTION_CODES, isConnectionError, isTimeout, isTooLarge } from './transport-errors.js'
+} from '../errors.ts'
+import { readUpstreamProfile, readUpstreamTimeline, type ProfileResponse, type TimelineResponse } from '../schemas/profile.ts'
+import type { Resource } from '../resources.ts'
+import type { BreakerState, Telemetry, UpstreamOutcome } from '../telemetry/telemetry.ts'
+import type { BackoffWindow } from './backoff-window.ts'
+import type { CircuitBreaker } from './circuit-breaker.ts'
+import type { ConcurrencyLimiter } from './concurrency-limiter.ts'
+import type { UpstreamLog } from './log.ts'
+import type { AccessToken } from './access-token.ts'
+import type { TokenManager } from './token-manager.ts'
+import { CONNECTION_CODES, isConnectionError, isTimeout, isTooLarge } from './transport-errors.ts'
 
 /** What a lookup found: the validated body, or that the upstream has no such member. */
 export type UpstreamAnswer<T> = { found: true, body: T } | { found: false }

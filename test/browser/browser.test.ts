@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chromium, type BrowserContext } from 'playwright-core'
 import t from 'tap'
-import { profileOf } from '../../dev/profiles.js'
-import { serveExample } from '../../examples/serve.js'
-import { stack } from '../helper.js'
+import { profileOf } from '../../dev/profiles.ts'
+import { serveExample } from '../../examples/serve.ts'
+import { stack } from '../helper.ts'
 
 const CHROMIUM = '/usr/bin/chromium'
 const CLIENT_BUILD = new URL('../../client/dist/index.js', import.meta.url)

@@ -1,8 +1,8 @@
 import t from 'tap'
-import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.js'
-import { LocalTier } from '../../src/cache/local-tier.js'
-import type { BusEvent } from '../../src/redis/bus.js'
-import type { CacheStore } from '../../src/cache/store.js'
+import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.ts'
+import { LocalTier } from '../../src/cache/local-tier.ts'
+import type { BusEvent } from '../../src/redis/bus.ts'
+import type { CacheStore } from '../../src/cache/store.ts'
 
 /** A shared store whose reads the test answers one by one, and an events channel the test speaks on. */
 function tierOverHeldReads () {
@@ -61,5 +61,28 @@ t.test('a request after another instance\'s fill or purge, or a write here, does
     t.equal(answerReads(), change === 'written' ? 1 : 2, `${change}: ${change === 'written' ? 'served from the write' : 'a read of its own'}`)
     await before
     t.equal((await after)?.body, '"v2"', change)
+  }
+})
+
+t.test('a read or write under way when this instance purges the key does not leave a copy of what it answers', async (t) => {
+  for (const overlap of ['read', 'write'] as const) {
+    const { tier, held, answerReads, entry, gate } = tierOverHeldReads()
+    const v1 = entry('"v1"')
+    let open = (): void => {}
+    let underWay: Promise<unknown>
+    if (overlap === 'read') {
+      held.set('k', v1)
+      underWay = tier.get('k')
+    } else {
+      gate.write = new Promise((resolve) => { open = resolve })
+      underWay = tier.set('k', v1)
+    }
+    await tier.markStale(['k'], Date.now())
+    open()
+    answerReads()
+    t.equal((await underWay as CacheEntry | undefined)?.etag, v1.etag, `${overlap}: answers what it found`)
+    const after = tier.get('k')
+    t.equal(answerReads(), 1, `${overlap}: the next request reads the shared store, not a copy from before the purge`)
+    await after
   }
 })

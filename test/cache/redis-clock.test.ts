@@ -1,6 +1,6 @@
 import t from 'tap'
-import { buildApp } from '../../src/app.js'
-import { cacheStack, eventually, REDIS_URL, simulator, testConfig, untilRedisReady } from '../helper.js'
+import { buildApp } from '../../src/app.ts'
+import { cacheStack, eventually, REDIS_URL, simulator, testConfig, untilRedisReady } from '../helper.ts'
 
 const ADMIN_TOKEN = 'clock-admin-token'
 const authorized = { authorization: `Bearer ${ADMIN_TOKEN}` }

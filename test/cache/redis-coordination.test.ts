@@ -1,14 +1,14 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
-import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.js'
-import { LocalTier } from '../../src/cache/local-tier.js'
-import type { CacheStore } from '../../src/cache/store.js'
-import { RedisBus, type BusEvent } from '../../src/redis/bus.js'
-import { REDIS_OPTIONS } from '../../src/redis/client.js'
-import { RedisClock } from '../../src/redis/clock.js'
-import { RedisHealth } from '../../src/redis/health.js'
-import { OwnerLock } from '../../src/redis/owner-lock.js'
-import { Clock, eventually, REDIS_URL, type TestContext, testPrefix } from '../helper.js'
+import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.ts'
+import { LocalTier } from '../../src/cache/local-tier.ts'
+import type { CacheStore } from '../../src/cache/store.ts'
+import { RedisBus, type BusEvent } from '../../src/redis/bus.ts'
+import { REDIS_OPTIONS } from '../../src/redis/client.ts'
+import { RedisClock } from '../../src/redis/clock.ts'
+import { RedisHealth } from '../../src/redis/health.ts'
+import { OwnerLock } from '../../src/redis/owner-lock.ts'
+import { Clock, eventually, REDIS_URL, type TestContext, testPrefix } from '../helper.ts'
 
 /** One instance's view of Redis: a command client, its health and its events channel. */
 async function instance (t: TestContext, channel: string): Promise<{ redis: Redis, health: RedisHealth, events: RedisBus }> {

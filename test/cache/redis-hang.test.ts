@@ -2,8 +2,8 @@ import { performance } from 'node:perf_hooks'
 import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
 import { Redis } from 'ioredis'
-import { REDIS_OPTIONS } from '../../src/redis/client.js'
-import { cacheStack, eventually, RedisServer, testLayer, untilRedisReady } from '../helper.js'
+import { REDIS_OPTIONS } from '../../src/redis/client.ts'
+import { cacheStack, eventually, RedisServer, testLayer, untilRedisReady } from '../helper.ts'
 
 interface Answer { username: string, startedAt: number, ms: number, status: number }
 

@@ -1,7 +1,7 @@
 import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
-import { profileOf } from '../../dev/profiles.js'
-import { cacheStack, eventually, RedisServer, untilRedisReady } from '../helper.js'
+import { profileOf } from '../../dev/profiles.ts'
+import { cacheStack, eventually, RedisServer, untilRedisReady } from '../helper.ts'
 
 const ADMIN_TOKEN = 'outage-admin-token'
 const USERNAMES = ['alice', 'bob', ...Array.from({ length: 7 }, (_, i) => `member-${i}`)]

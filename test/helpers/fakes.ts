@@ -1,7 +1,7 @@
-import { UPSTREAM_AUTH_FAILED } from '../../src/errors.js'
-import { noTelemetry, type Telemetry } from '../../src/telemetry/telemetry.js'
-import type { UpstreamLog } from '../../src/upstream/log.js'
-import type { MintedToken } from '../../src/upstream/token-endpoint.js'
+import { UPSTREAM_AUTH_FAILED } from '../../src/errors.ts'
+import { noTelemetry, type Telemetry } from '../../src/telemetry/telemetry.ts'
+import type { UpstreamLog } from '../../src/upstream/log.ts'
+import type { MintedToken } from '../../src/upstream/token-endpoint.ts'
 
 /**
  * An identity provider in memory: counts exchanges, mints `token-1`, `token-2`, ... (or `<name>-1`), fails while

@@ -4,7 +4,7 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
-import { eventually, type TestContext } from './clock.js'
+import { eventually, type TestContext } from './clock.ts'
 
 export async function freePort (): Promise<number> {
   return await new Promise((resolve, reject) => {

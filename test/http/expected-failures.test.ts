@@ -1,10 +1,10 @@
 import { Writable } from 'node:stream'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t from 'tap'
-import { loadConfig } from '../../src/config.js'
-import { INVALID_USERNAME, RATE_LIMITED, SHUTTING_DOWN, UPSTREAM_ERROR, UPSTREAM_TIMEOUT } from '../../src/errors.js'
-import configPlugin from '../../src/plugins/config.js'
-import errorHandler from '../../src/plugins/error-handler.js'
+import { loadConfig } from '../../src/config.ts'
+import { INVALID_USERNAME, RATE_LIMITED, SHUTTING_DOWN, UPSTREAM_ERROR, UPSTREAM_TIMEOUT } from '../../src/errors.ts'
+import configPlugin from '../../src/plugins/config.ts'
+import errorHandler from '../../src/plugins/error-handler.ts'
 
 /** An app with the real error handler whose routes throw the given errors, and the log lines it writes. */
 async function app (t: { teardown: (fn: () => unknown) => void }, thrown: Record<string, () => Error>): Promise<{ server: FastifyInstance, levels: (msgOf: string) => number[] }> {

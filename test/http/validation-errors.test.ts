@@ -1,10 +1,10 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import t from 'tap'
-import { loadConfig } from '../../src/config.js'
-import { INVALID_BATCH, INVALID_USERNAME } from '../../src/errors.js'
-import { validationErrors } from '../../src/http/validation-errors.js'
-import configPlugin from '../../src/plugins/config.js'
-import errorHandler from '../../src/plugins/error-handler.js'
+import { loadConfig } from '../../src/config.ts'
+import { INVALID_BATCH, INVALID_USERNAME } from '../../src/errors.ts'
+import { validationErrors } from '../../src/http/validation-errors.ts'
+import configPlugin from '../../src/plugins/config.ts'
+import errorHandler from '../../src/plugins/error-handler.ts'
 
 /** An app with the real error handler and two routes of its own: one declares its codes, one does not. */
 async function app (t: { teardown: (fn: () => unknown) => void }): Promise<FastifyInstance> {

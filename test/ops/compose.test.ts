@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import { parse } from 'yaml'
-import { ConfigSchema, loadConfig } from '../../src/config.js'
+import { ConfigSchema, loadConfig } from '../../src/config.ts'
 
 interface Service {
   image?: string

@@ -1,8 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import t from 'tap'
-import { buildApp } from '../../src/app.js'
-import { freePort, simulator, testConfig } from '../helper.js'
+import { buildApp } from '../../src/app.ts'
+import { freePort, simulator, testConfig } from '../helper.ts'
 import { request } from 'undici'
 
 const root = new URL('../../', import.meta.url)

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import type { Simulator } from '../../dev/simulator.js'
-import { buildApp } from '../../src/app.js'
-import { SHED_RETRY_AFTER_SECONDS } from '../../src/plugins/load-shedding.js'
-import { eventually, simulator, stack, testConfig } from '../helper.js'
+import type { Simulator } from '../../dev/simulator.ts'
+import { buildApp } from '../../src/app.ts'
+import { SHED_RETRY_AFTER_SECONDS } from '../../src/plugins/load-shedding.ts'
+import { eventually, simulator, stack, testConfig } from '../helper.ts'
 
 /** The whole service with a heap limit every process exceeds: deterministic pressure, no busy loop. */
 async function pressedApp (t: Test, levels: number[] = []): Promise<{ app: FastifyInstance, sim: Simulator }> {

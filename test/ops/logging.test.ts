@@ -1,8 +1,8 @@
 import { Writable } from 'node:stream'
 import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
-import { BatchedLogOutput, loggerOptions } from '../../src/logging/logging.js'
-import { stack } from '../helper.js'
+import { BatchedLogOutput, loggerOptions } from '../../src/logging/logging.ts'
+import { stack } from '../helper.ts'
 
 type Line = Record<string, unknown> & { level: number, msg: string, reqId?: string }
 

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { parser } from '@prometheus-io/lezer-promql'
 import t, { type Test } from 'tap'
 import { parse } from 'yaml'
-import { eventually, parseMetrics, REDIS_URL, stack } from '../helper.js'
+import { eventually, parseMetrics, REDIS_URL, stack } from '../helper.ts'
 
 const root = new URL('../../', import.meta.url)
 const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
 import type { TSchema } from '@sinclair/typebox'
-import { ConfigSchema } from '../../src/config.js'
-import { PrometheusTelemetry } from '../../src/telemetry/prometheus-telemetry.js'
-import { ReadinessBody } from '../../src/routes/health.js'
+import { ConfigSchema } from '../../src/config.ts'
+import { PrometheusTelemetry } from '../../src/telemetry/prometheus-telemetry.ts'
+import { ReadinessBody } from '../../src/routes/health.ts'
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
 

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { parse } from 'yaml'
-import { eventually, RedisServer, stack } from '../helper.js'
+import { eventually, RedisServer, stack } from '../helper.ts'
 
 const root = new URL('../../', import.meta.url)
 const compose = parse(readFileSync(new URL('docker-compose.yml', root), 'utf8')) as { services: { redis: { command: string[] } } }

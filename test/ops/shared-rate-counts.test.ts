@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
-import { SharedRateCounts, type RateCount, type SharedRateCountsOptions } from '../../src/redis/shared-rate-counts.js'
-import { fakeHealth, testRedis } from '../helper.js'
+import { SharedRateCounts, type RateCount, type SharedRateCountsOptions } from '../../src/redis/shared-rate-counts.ts'
+import { fakeHealth, testRedis } from '../helper.ts'
 
 type CountsRedis = SharedRateCountsOptions['redis']
 

@@ -3,8 +3,8 @@ import { connect } from 'node:net'
 import type { Readable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { Agent, request } from 'undici'
-import type { Simulator } from '../../dev/simulator.js'
-import { eventually, REDIS_URL, simulator, testPrefix } from '../helper.js'
+import type { Simulator } from '../../dev/simulator.ts'
+import { eventually, REDIS_URL, simulator, testPrefix } from '../helper.ts'
 
 const SERVER = new URL('../../src/server.ts', import.meta.url).pathname
 

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events'
 import t from 'tap'
-import { RedisClock } from '../../src/redis/clock.js'
-import { RedisHealth } from '../../src/redis/health.js'
-import { eventually } from '../helper.js'
+import { RedisClock } from '../../src/redis/clock.ts'
+import { RedisHealth } from '../../src/redis/health.ts'
+import { eventually } from '../helper.ts'
 
 /** A client the test drives: its status, what PING and TIME answer, and how often it was dropped. */
 class FakeClient extends EventEmitter {

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { Clock, eventually, stack, tally, usernames } from '../helper.js'
+import { Clock, eventually, stack, tally, usernames } from '../helper.ts'
 
 // A caller's wait for the upstream, queue included, ends UPSTREAM_TIMEOUT_MS after it asked.
 
