@@ -62,7 +62,7 @@ t.test('every variable has a description (the README and .env.example are built 
 })
 
 t.test('the server refuses to start on a bad value: one line on stderr, exit 1, nothing listening', async (t) => {
-  const start = (env: Record<string, string>) => spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+  const start = (env: Record<string, string>) => spawnSync(process.execPath, ['src/server.ts'], {
     env: { PATH: process.env.PATH, PORT: '0', ...env },
     encoding: 'utf8',
     timeout: 20_000

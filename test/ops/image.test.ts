@@ -98,7 +98,7 @@ t.test('the service runs, answers and shuts down on a read-only root filesystem'
   skip: unshare ? false : 'unshare cannot make a read-only mount namespace here (it needs root)'
 }, async (t) => {
   const sim = await simulator(t)
-  const child = spawn('unshare', [...READ_ONLY_ROOT, process.execPath, '--import', 'tsx', new URL('src/server.ts', root).pathname], {
+  const child = spawn('unshare', [...READ_ONLY_ROOT, process.execPath, new URL('src/server.ts', root).pathname], {
     env: {
       PATH: process.env.PATH ?? '',
       TSX_DISABLE_CACHE: '1',
@@ -126,8 +126,8 @@ t.test('the service runs, answers and shuts down on a read-only root filesystem'
     t.equal(res.statusCode, 200, path)
   }
   child.kill('SIGTERM')
-  // Not its exit code: run by tap through tsx on a read-only root, it is 1 even after a bare /healthz (0 outside
-  // tap, 0 without the read-only mount), which is the dev loader's doing; the image runs compiled code, no tsx.
+  // Not its exit code: run under tap (its coverage hooks) on a read-only root, it is 1 even after a bare /healthz
+  // (0 outside tap, 0 without the read-only mount); the image runs compiled code with no such hooks.
   t.not(await exited, null, 'it exited by itself, not killed')
   t.match(output, /"msg":"closed"/, 'after closing Redis, the pools and the server')
   t.notMatch(output, /EROFS|read-only file system/i, 'nothing tried to write a file')

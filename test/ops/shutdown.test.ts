@@ -18,7 +18,7 @@ interface Server {
 
 /** `src/server.ts` in a process of its own, as `npm start` runs it, in front of `sim`. */
 async function startServer (t: Test, sim: Simulator, env: Record<string, string> = {}): Promise<Server> {
-  const child = spawn(process.execPath, ['--import', 'tsx', SERVER], {
+  const child = spawn(process.execPath, [SERVER], {
     env: {
       PATH: process.env.PATH ?? '',
       PORT: '0',
