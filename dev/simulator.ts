@@ -47,6 +47,8 @@ export interface SimulatorStats {
   /** Data calls by route kind and username, e.g. `profile:alice`. */
   calls: Map<string, number>
   dataCalls: number
+  /** Data calls answered at once at the most (held by the latency): how parallel the caller's loads were. */
+  peakDataCallsInFlight: number
   rejectedTokens: number
   expiredTokensSeen: number
   /** Responses whose connection closed before they were complete: the client gave up (or a reset fault). */
@@ -81,6 +83,7 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
   const tokenFaults: Fault[] = []
   let alwaysFault: Fault | undefined
   const stats = freshStats()
+  let inFlight = 0
 
   const server = createServer((req, res) => {
     res.once('close', () => { if (!res.writableFinished) stats.abortedResponses++ })
@@ -124,7 +127,13 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
     const callKey = `${route.kind}:${route.username}`
     stats.calls.set(callKey, (stats.calls.get(callKey) ?? 0) + 1)
 
-    if (options.latencyMs > 0) await sleep(options.latencyMs)
+    inFlight++
+    stats.peakDataCallsInFlight = Math.max(stats.peakDataCallsInFlight, inFlight)
+    try {
+      if (options.latencyMs > 0) await sleep(options.latencyMs)
+    } finally {
+      inFlight--
+    }
     if (!authorized(req.headers.authorization)) return sendJson(res, 401, { error: 'invalid_token' })
     const fault = dataFaults.shift() ?? alwaysFault
     if (fault !== undefined) return applyFault(res, fault)
@@ -212,7 +221,7 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
 }
 
 function freshStats (): SimulatorStats {
-  return { tokensIssued: 0, tokenRequests: 0, calls: new Map(), dataCalls: 0, rejectedTokens: 0, expiredTokensSeen: 0, abortedResponses: 0 }
+  return { tokensIssued: 0, tokenRequests: 0, calls: new Map(), dataCalls: 0, peakDataCallsInFlight: 0, rejectedTokens: 0, expiredTokensSeen: 0, abortedResponses: 0 }
 }
 
 function matchRoute (path: string): { kind: 'profile' | 'timeline' | 'user', username: string } | undefined {
