@@ -6,7 +6,7 @@ import { TokenCipher } from '../../src/upstream/token-cipher.ts'
 import { TokenManager } from '../../src/upstream/token-manager.ts'
 import { RedisTokenStore } from '../../src/upstream/token-store.ts'
 import type { RedisLayer } from '../../src/redis/layer.ts'
-import { deadRedis, FakeEndpoint, type TestContext, testLayer, testRedis } from '../helper.ts'
+import { Clock, deadRedis, FakeEndpoint, type TestContext, testLayer, testRedis } from '../helper.ts'
 
 const SECRET = 'client-secret'
 
@@ -15,10 +15,10 @@ function store ({ client, health, lock }: RedisLayer, prefix: string): RedisToke
 }
 
 /** One instance: its own identity-provider client and Redis layer, the shared store. */
-async function instance (t: TestContext, redis: Redis, prefix: string, name = 'token', lockTtlMs?: number) {
+async function instance (t: TestContext, redis: Redis, prefix: string, name = 'token', lockTtlMs?: number, now?: () => number) {
   const endpoint = new FakeEndpoint(3_600_000, name)
   const layer = await testLayer(t, redis, prefix, lockTtlMs)
-  const tokens = new TokenManager({ endpoint, store: store(layer, prefix), telemetry: noTelemetry, log: silentLog, lockWaitMs: 10_000 })
+  const tokens = new TokenManager({ endpoint, store: store(layer, prefix), telemetry: noTelemetry, log: silentLog, lockWaitMs: 10_000, ...(now !== undefined && { now }) })
   return { endpoint, tokens, layer }
 }
 
@@ -65,6 +65,33 @@ t.test('one instance\'s failed exchange makes the others fail fast, without an e
   t.equal(b.endpoint.exchanges, 0)
   t.equal(b.tokens.state, 'failing')
   t.ok(await redis.pttl(`${prefix}token:failing`) > 0)
+})
+
+t.test('a failing identity provider gets one exchange per failure window from the whole deployment, then one to recover', async (t) => {
+  const { redis, prefix } = testRedis(t)
+  const clock = new Clock()
+  const instances = await Promise.all(['a', 'b', 'c'].map(async (name) => await instance(t, redis, prefix, name, undefined, clock.now)))
+  const exchanges = (): number => instances.reduce((sum, { endpoint }) => sum + endpoint.exchanges, 0)
+  const askEverywhere = async (): Promise<unknown[]> => await Promise.all(instances.flatMap(({ tokens }) =>
+    Array.from({ length: 20 }, async () => await tokens.getToken().catch((error: unknown) => error))))
+  for (const { endpoint } of instances) endpoint.failing = true
+
+  for (let window = 1; window <= 5; window++) {
+    const answers = await askEverywhere()
+    t.ok(answers.every((answer) => answer instanceof Error), `window ${window}: every caller fails fast`)
+    t.equal(exchanges(), window, `window ${window}: one exchange between the three instances`)
+    const left = await redis.pttl(`${prefix}token:failing`)
+    t.ok(left >= 900 && left <= 5_000, `window ${window}: the shared window lasts 1 to 5 s (${left} ms left)`)
+    t.same(await askEverywhere().then(() => exchanges()), window, 'callers during the window cost no exchange')
+    // The window runs out: its key expires in Redis, each instance's own back-off on its clock.
+    await redis.del(`${prefix}token:failing`)
+    clock.advance(5_000)
+  }
+
+  for (const { endpoint } of instances) endpoint.failing = false
+  const answers = await askEverywhere()
+  t.ok(answers.every((answer) => !(answer instanceof Error)), 'the first callers after the provider recovered get a token')
+  t.equal(exchanges(), 6, 'with one exchange for the deployment')
 })
 
 t.test('the lock is released only by its owner', async (t) => {
