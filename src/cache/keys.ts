@@ -14,9 +14,12 @@ export function cacheKey (prefix: string, kind: Resource, username: string): str
   return `${prefix}${SCHEMA_VERSION}:{${encodeURIComponent(username)}}:${kind}`
 }
 
-/** Remembers a purge for loads that started before it: same hash tag, so the same shard as the entry. */
-export function purgedKey (key: string): string {
-  return `${key}:purged`
+/**
+ * The key's purge mark, for loads that started before the purge: same hash tag, so the same shard as the
+ * entry. Not `:purged`, where the previous release kept a purge time and would fail to compare a mark.
+ */
+export function purgeMarkKey (key: string): string {
+  return `${key}:purge`
 }
 
 /** The pub/sub channel on which the instances of one deployment tell each other about entries. */

@@ -3,7 +3,7 @@ import type { LRUCache } from 'lru-cache'
 import { boundedLru, setUntil } from './bounded-lru.ts'
 import { MemoryStore } from './memory-store.ts'
 import type { BusEvent, RedisBus } from '../redis/bus.ts'
-import type { CacheStore } from './store.ts'
+import type { CacheStore, PurgeMark } from './store.ts'
 
 export interface LocalTierOptions {
   /** The shared store behind this tier. */
@@ -95,15 +95,30 @@ export class LocalTier implements CacheStore {
     return this.#sharing() ? await this.#readShared(key) : await this.#alone.get(key)
   }
 
-  async set (key: string, entry: CacheEntry, loadStartedAt?: number): Promise<CacheEntry | undefined> {
-    if (!this.#sharing()) return await this.#alone.set(key, entry, loadStartedAt)
+  /**
+   * The mark of the store a fill would go to now. Should the load end on the other side of an outage's
+   * edge, that store takes it for no mark: stale if it remembers a purge, one revalidation at most.
+   */
+  async purgeMark (key: string): Promise<PurgeMark> {
+    if (!this.#sharing()) return await this.#alone.purgeMark(key)
+    try {
+      return await this.#options.shared.purgeMark(key)
+    } catch (error) {
+      // Redis failed meanwhile (and is now marked down): the fill will be stored here.
+      if (this.#sharing()) throw error
+      return await this.#alone.purgeMark(key)
+    }
+  }
+
+  async set (key: string, entry: CacheEntry, mark?: PurgeMark): Promise<CacheEntry | undefined> {
+    if (!this.#sharing()) return await this.#alone.set(key, entry, mark)
     const generation = this.#generation
     let stored: CacheEntry | undefined
     try {
-      stored = await this.#options.shared.set(key, entry, loadStartedAt)
+      stored = await this.#options.shared.set(key, entry, mark)
     } catch {
       // Redis failed meanwhile (and is now marked down): the load still shelters the upstream from here.
-      return await this.#alone.set(key, entry, loadStartedAt)
+      return await this.#alone.set(key, entry, mark)
     }
     // A read that started before this write may answer what it replaced.
     this.#reading.delete(key)

@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto'
 import { entrySize, markedStale, type CacheEntry } from './cache-entry.ts'
 import type { LRUCache } from 'lru-cache'
 import { boundedLru, setUntil } from './bounded-lru.ts'
-import type { CacheStore } from './store.ts'
+import type { CacheStore, PurgeMark } from './store.ts'
 
 export const DEFAULT_MAX_ENTRIES = 10_000
 /** Counted as string lengths plus a little per entry: an approximation of the heap it takes. */
@@ -19,8 +20,8 @@ export interface MemoryStoreOptions {
 /** The embedded default, and an instance's own store while Redis is away: bounded, each entry gone once unservable. */
 export class MemoryStore implements CacheStore {
   readonly #entries: LRUCache<string, CacheEntry>
-  /** When each key was last purged, while a load that started before may still be running. */
-  readonly #purged: LRUCache<string, number>
+  /** Each key's last purge mark, while a load that started before it may still be running. */
+  readonly #purged: LRUCache<string, PurgeMark>
   readonly #purgeMemoryMs: number
 
   constructor ({ maxEntries = DEFAULT_MAX_ENTRIES, maxBytes = DEFAULT_MAX_BYTES, purgeMemoryMs = DEFAULT_PURGE_MEMORY_MS, now = Date.now }: MemoryStoreOptions = {}) {
@@ -41,19 +42,24 @@ export class MemoryStore implements CacheStore {
     return this.#entries.get(key)
   }
 
-  async set (key: string, entry: CacheEntry, loadStartedAt = entry.storedAt): Promise<CacheEntry | undefined> {
+  async purgeMark (key: string): Promise<PurgeMark> {
+    return this.#purged.get(key) ?? ''
+  }
+
+  async set (key: string, entry: CacheEntry, mark = ''): Promise<CacheEntry | undefined> {
     const current = this.#entries.peek(key)
     if (current !== undefined && current.storedAt > entry.storedAt) return undefined
-    const purgedAt = this.#purged.get(key)
-    const stored = purgedAt !== undefined && purgedAt > loadStartedAt ? markedStale(entry, purgedAt) : entry
+    const purged = this.#purged.get(key)
+    const stored = purged !== undefined && purged !== mark ? markedStale(entry, entry.storedAt) : entry
     setUntil(this.#entries, key, stored, stored.staleUntil)
     return stored
   }
 
   async markStale (keys: readonly string[], now: number): Promise<number> {
     let found = 0
+    const mark = randomUUID()
     for (const key of keys) {
-      setUntil(this.#purged, key, now, now + this.#purgeMemoryMs)
+      setUntil(this.#purged, key, mark, now + this.#purgeMemoryMs)
       const entry = this.#entries.get(key)
       if (entry === undefined) continue
       setUntil(this.#entries, key, markedStale(entry, now), entry.staleUntil)

@@ -1,13 +1,14 @@
+import { randomUUID } from 'node:crypto'
 import type { RedisBus } from '../redis/bus.ts'
 import type { RedisClock } from '../redis/clock.ts'
 import type { RedisCommands } from '../redis/commands.ts'
 import type { RedisHealth } from '../redis/health.ts'
 import type { CacheEntry } from './cache-entry.ts'
-import { purgedKey } from './keys.ts'
-import type { CacheStore } from './store.ts'
+import { purgeMarkKey } from './keys.ts'
+import type { CacheStore, PurgeMark } from './store.ts'
 
 export interface RedisStoreOptions {
-  redis: Pick<RedisCommands, 'eval' | 'hgetall'>
+  redis: Pick<RedisCommands, 'eval' | 'hgetall' | 'get'>
   health: Pick<RedisHealth, 'run'>
   /** Converts this instance's times to Redis's clock and back. */
   clock: Pick<RedisClock, 'toRedis' | 'toLocal' | 'localNow'>
@@ -19,9 +20,10 @@ export interface RedisStoreOptions {
 
 /**
  * Stores a fill unless a newer one is there already (instances may finish loads out of order), as
- * stale if a purge (KEYS[2]) came after the load started, and lets Redis expire it when it can no
- * longer be served. A stale mark is "fresh until it was stored": stale for every instance, whatever
- * its clock. KEYS[1]: the entry; ARGV: status, body, etag, storedAt, load start, freshUntil,
+ * stale if the purge mark (KEYS[2]) is no longer the one the load read when it started (a purge came
+ * since: Redis orders the two, no clock does), and lets Redis expire it when it can no longer be served.
+ * Stored stale is "fresh until it was stored": stale for every instance, whatever its clock. KEYS[1]:
+ * the entry; ARGV: status, body, etag, storedAt, the load's purge mark ('' for none), freshUntil,
  * staleUntil (Redis's clock), ttl in ms. Answers the stored freshUntil, or false when not stored.
  */
 const SET_IF_NEWER = `
@@ -29,15 +31,17 @@ local previous = redis.call('HGET', KEYS[1], 't')
 if previous and tonumber(previous) > tonumber(ARGV[4]) then return false end
 local freshUntil = ARGV[6]
 local purged = redis.call('GET', KEYS[2])
-if purged and tonumber(purged) > tonumber(ARGV[5]) then freshUntil = ARGV[4] end
+if purged and purged ~= ARGV[5] then freshUntil = ARGV[4] end
 redis.call('HSET', KEYS[1], 's', ARGV[1], 'b', ARGV[2], 'e', ARGV[3], 't', ARGV[4], 'f', freshUntil, 'u', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[8])
 return freshUntil`
 
 /**
- * Purge: the entries become stale (fresh until they were stored), and the purge time ARGV[1] is
- * remembered (for ARGV[2] ms) so that a load already under way stores its result as stale. KEYS: entry, purge mark, entry, purge
- * mark... Answers how many entries exist.
+ * Purge: the entries become stale (fresh until they were stored), and each purge mark is replaced by
+ * ARGV[1], a random id, for ARGV[2] ms (longer than a load may last), so that a load that read the
+ * previous mark stores its result as stale. Not a count: one that expired would start again at a value
+ * a load under way may have read. KEYS: entry, purge mark, entry, purge mark... Answers how many
+ * entries exist.
  */
 const MARK_STALE = `
 local found = 0
@@ -68,13 +72,18 @@ export class RedisStore implements CacheStore {
     return decode(await health.run(async () => await redis.hgetall(key)), clock)
   }
 
-  async set (key: string, entry: CacheEntry, loadStartedAt = entry.storedAt): Promise<CacheEntry | undefined> {
+  async purgeMark (key: string): Promise<PurgeMark> {
+    const { redis, health } = this.#options
+    return await health.run(async () => await redis.get(purgeMarkKey(key))) ?? ''
+  }
+
+  async set (key: string, entry: CacheEntry, mark = ''): Promise<CacheEntry | undefined> {
     const { redis, health, clock, events } = this.#options
     const ttlMs = Math.floor(entry.staleUntil - clock.localNow())
     if (ttlMs <= 0) return undefined
     const { status, body, etag, storedAt, freshUntil, staleUntil } = entry
-    const times = [storedAt, Math.min(loadStartedAt, storedAt), freshUntil, staleUntil].map((time) => clock.toRedis(time))
-    const stored = await health.run(async () => await redis.eval(SET_IF_NEWER, 2, key, purgedKey(key), status, body, etag, ...times, ttlMs))
+    const args = [status, body, etag, clock.toRedis(storedAt), mark, clock.toRedis(freshUntil), clock.toRedis(staleUntil), ttlMs]
+    const stored = await health.run(async () => await redis.eval(SET_IF_NEWER, 2, key, purgeMarkKey(key), ...args))
     if (stored === null) return undefined
     // Stored is stored: a lost event costs the other instances' copies at most their few seconds.
     await events.publish({ type: 'filled', key, etag }).catch(() => {})
@@ -82,11 +91,12 @@ export class RedisStore implements CacheStore {
     return storedFreshUntil < freshUntil ? { ...entry, freshUntil: storedFreshUntil } : entry
   }
 
-  async markStale (keys: readonly string[], now: number): Promise<number> {
+  /** No time needed: a purged entry is "fresh until stored", and loads are ordered by the purge mark. */
+  async markStale (keys: readonly string[]): Promise<number> {
     if (keys.length === 0) return 0
-    const { redis, health, clock, events, purgeMemoryMs } = this.#options
-    const pairs = keys.flatMap((key) => [key, purgedKey(key)])
-    const found = await health.run(async () => await redis.eval(MARK_STALE, pairs.length, ...pairs, clock.toRedis(now), purgeMemoryMs))
+    const { redis, health, events, purgeMemoryMs } = this.#options
+    const pairs = keys.flatMap((key) => [key, purgeMarkKey(key)])
+    const found = await health.run(async () => await redis.eval(MARK_STALE, pairs.length, ...pairs, randomUUID(), purgeMemoryMs))
     await Promise.all(keys.map(async (key) => await events.publish({ type: 'staled', key })))
     return Number(found)
   }

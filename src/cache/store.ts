@@ -1,5 +1,8 @@
 import type { CacheEntry } from './cache-entry.ts'
 
+/** Names a key's last remembered purge ('' for none); only the store that made it can match it. */
+export type PurgeMark = string
+
 /**
  * Where entries live: Redis (with an in-process tier in front), or a bounded map in this process. Keys
  * arrive fully built. A store that cannot be reached rejects: the cache then answers BYPASS.
@@ -13,11 +16,16 @@ export interface CacheStore {
    */
   getLatest?: (key: string) => Promise<CacheEntry | undefined>
   /**
-   * Stores `entry` until its `staleUntil`, unless a newer fill of the key is already stored (instances
-   * may finish loads out of order), and as stale if the key was purged after `loadStartedAt` (default:
-   * the entry's `storedAt`); resolves to what was stored, or undefined.
+   * The key's purge mark, read when a load of it starts (before the upstream is asked) and handed back to
+   * `set`: a purge replaces it, so the store alone orders purges and loads, whatever the instances' clocks.
    */
-  set: (key: string, entry: CacheEntry, loadStartedAt?: number) => Promise<CacheEntry | undefined>
+  purgeMark: (key: string) => Promise<PurgeMark>
+  /**
+   * Stores `entry` until its `staleUntil`, unless a newer fill of the key is already stored (instances
+   * may finish loads out of order), and as stale if the key was purged since `mark` was read (without a
+   * mark, or with another store's: if a purge is remembered at all); resolves to what was stored, or undefined.
+   */
+  set: (key: string, entry: CacheEntry, mark?: PurgeMark) => Promise<CacheEntry | undefined>
   /** Makes the entries stale as of `now` (they stay servable while revalidating); resolves to how many exist. */
   markStale: (keys: readonly string[], now: number) => Promise<number>
   close: () => Promise<void>

@@ -138,10 +138,12 @@ export class SwrCache {
   }
 
   async #loadAndStore (key: string, load: () => Promise<CacheEntry>): Promise<CacheEntry> {
-    const startedAt = this.#now()
+    // Read before the upstream is asked, so that a purge after it stores the fill stale. Unread, the
+    // store takes a purge it remembers as later (the write reports a store that is away).
+    const mark = await this.#store.purgeMark(key).catch(() => undefined)
     const entry = await load()
     // A store that is away costs the cache, never the caller.
-    await this.#store.set(key, entry, startedAt).catch((error: unknown) => this.#onError(error, key, 'store'))
+    await this.#store.set(key, entry, mark).catch((error: unknown) => this.#onError(error, key, 'store'))
     return entry
   }
 }

@@ -1,7 +1,8 @@
 /**
- * This instance's clock against Redis's. What instances compare (an entry's freshness, a purge's
- * time) is kept on Redis's clock: each instance converts with its own offset, measured by a TIME when
- * Redis comes up (half a round trip of error), so instances whose clocks disagree still agree on it.
+ * This instance's clock against Redis's. What instances compare (an entry's freshness and age) is
+ * kept on Redis's clock: each instance converts with its own offset, measured by a TIME when Redis
+ * comes up (half a round trip of error), so instances whose clocks disagree still agree on it. What
+ * that error cannot be allowed to decide (a load before or after a purge) takes no time at all.
  * A step of the host's clock takes effect at the next reconnection.
  */
 export class RedisClock {

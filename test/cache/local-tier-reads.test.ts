@@ -13,6 +13,7 @@ function tierOverHeldReads () {
   const shared: CacheStore = {
     get: async (key) => await new Promise((resolve) => { pending.push(() => resolve(held.get(key))) }),
     set: async (key, entry) => { await gate.write; held.set(key, entry); return entry },
+    purgeMark: async () => '',
     markStale: async () => 0,
     close: async () => {}
   }

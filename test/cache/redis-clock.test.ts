@@ -1,4 +1,5 @@
 import t from 'tap'
+import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.ts'
 import { cacheStack, eventually, REDIS_URL, simulator, testConfig, untilRedisReady } from '../helper.ts'
 
@@ -16,6 +17,15 @@ class HostClock {
   advance (ms: number): void {
     this.#shiftMs += ms
   }
+}
+
+/** Moves this instance's measured offset to Redis by `errorMs`: its times reach Redis `errorMs` later than they are. */
+function misjudgeOffset (app: FastifyInstance, errorMs: number): void {
+  const clock = app.redisLayer?.clock
+  if (clock === undefined) throw new Error('a Redis layer')
+  const offsetMs = -clock.toRedis(0)
+  // A TIME answer of 0 sets the offset to the (local) time it was asked at.
+  clock.sync(['0', '0'], offsetMs - errorMs, offsetMs - errorMs)
 }
 
 t.test('two instances whose clocks are 10 minutes apart agree on freshness, Age and purges', async (t) => {
@@ -68,5 +78,33 @@ for (const [store, env] of [['redis', {}], ['in-process', { REDIS_URL: '' }]] as
     t.equal((await app.inject('/profile/race')).headers['x-cache'], 'STALE', 'stored as stale: the next read revalidates')
     await eventually(async () => (await app.inject('/profile/race')).headers['x-cache'] === 'HIT', 'revalidated')
     t.equal(sim.callsFor('profile', 'race'), 2)
+  })
+}
+
+for (const errorMs of [200, -200]) {
+  t.test(`a purge and a load on instances whose offsets disagree by ${errorMs} ms are ordered by Redis, not by the offsets`, async (t) => {
+    const { app: purger, another, sim, clock } = await cacheStack(t, { env: { ADMIN_TOKEN }, sim: { latencyMs: 300 } })
+    const loader = await another()
+    misjudgeOffset(purger, errorMs)
+    const purge = async (username: string): Promise<void> => {
+      t.equal((await purger.inject({ method: 'POST', url: `/admin/purge/${username}`, headers: authorized })).statusCode, 200)
+    }
+
+    await purge('after')
+    clock.advance(10)
+    t.equal((await loader.inject('/profile/after')).headers['x-cache'], 'MISS')
+    t.equal((await loader.inject('/profile/after')).headers['x-cache'], 'HIT', 'a load that started after the purge is stored fresh')
+    t.equal((await purger.inject('/profile/after')).headers['x-cache'], 'HIT')
+    t.equal(sim.callsFor('profile', 'after'), 1)
+
+    const loading = loader.inject('/profile/during')
+    await eventually(() => sim.callsFor('profile', 'during') === 1, 'the load reached the upstream')
+    clock.advance(10)
+    await purge('during')
+    t.equal((await loading).headers['x-cache'], 'MISS')
+    t.equal((await loader.inject('/profile/during')).headers['x-cache'], 'STALE', 'a load under way at the purge is stored stale')
+    await eventually(async () => (await loader.inject('/profile/during')).headers['x-cache'] === 'HIT', 'revalidated')
+    t.equal((await purger.inject('/profile/during')).headers['x-cache'], 'HIT')
+    t.equal(sim.callsFor('profile', 'during'), 2)
   })
 }

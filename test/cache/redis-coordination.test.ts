@@ -124,6 +124,7 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
   const shared: CacheStore = {
     get: async (key) => { sharedReads++; return held.get(key) },
     set: async (key, entry) => { held.set(key, entry); return entry },
+    purgeMark: async () => '',
     markStale: async () => 0,
     close: async () => {}
   }

@@ -103,6 +103,7 @@ t.test('a failed load with nothing cached is the caller\'s error, for every wait
 t.test('a store that cannot be read answers BYPASS, still one load per key; a failed write costs the caller nothing', async (t) => {
   const down: CacheStore = {
     get: async () => { throw new Error('redis is reconnecting') },
+    purgeMark: async () => { throw new Error('redis is reconnecting') },
     set: async () => { throw new Error('redis is reconnecting') },
     markStale: async () => { throw new Error('redis is reconnecting') },
     close: async () => {}
