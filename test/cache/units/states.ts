@@ -1,6 +1,6 @@
 import t from 'tap'
-import { profileOf } from '../../dev/profiles.ts'
-import { cacheStack, eventually, rawRedis } from '../helper.ts'
+import { profileOf } from '../../../dev/profiles.ts'
+import { cacheStack, eventually, rawRedis } from '../../helper.ts'
 
 /** The X-Cache, Cache-Control numbers and Age of an answer. */
 function caching (res: { headers: Record<string, unknown> }): {

@@ -1,11 +1,11 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import t from 'tap'
-import { buildApp } from '../../src/app.ts'
-import { freePort, simulator, testConfig } from '../helper.ts'
+import { buildApp } from '../../../src/app.ts'
+import { freePort, simulator, testConfig } from '../../helper.ts'
 import { request } from 'undici'
 
-const root = new URL('../../', import.meta.url)
+const root = new URL('../../../', import.meta.url)
 const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')
 const dockerfile = read('Dockerfile')
 const stages = dockerfile.split(/^(?=FROM )/m).filter((text) => text.startsWith('FROM '))

@@ -8,10 +8,10 @@ import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2'
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1'
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1'
 import type { IContainer } from 'kubernetes-models/v1/Container'
-import { ConfigSchema, loadConfig, type Config } from '../../src/config.ts'
-import { stack } from '../helper.ts'
+import { ConfigSchema, loadConfig, type Config } from '../../../src/config.ts'
+import { stack } from '../../helper.ts'
 
-const root = new URL('../../deploy/kubernetes/', import.meta.url)
+const root = new URL('../../../deploy/kubernetes/', import.meta.url)
 const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')
 
 interface Manifest { apiVersion: string, kind: string, metadata: { name: string } }

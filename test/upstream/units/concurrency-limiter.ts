@@ -1,6 +1,6 @@
 import t from 'tap'
-import { ConcurrencyLimiter } from '../../src/upstream/concurrency-limiter.ts'
-import { settle } from '../helper.ts'
+import { ConcurrencyLimiter } from '../../../src/upstream/concurrency-limiter.ts'
+import { settle } from '../../helper.ts'
 
 /** A task that runs until the test ends it. */
 function gate (): { task: () => Promise<string>, open: () => void, started: () => boolean } {

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { retryDelay, TokenManager, type TokenManagerOptions } from '../../src/upstream/token-manager.ts'
-import { Clock, FakeEndpoint, recordingLog, recordingTelemetry, settle } from '../helper.ts'
+import { retryDelay, TokenManager, type TokenManagerOptions } from '../../../src/upstream/token-manager.ts'
+import { Clock, FakeEndpoint, recordingLog, recordingTelemetry, settle } from '../../helper.ts'
 
 function manager (endpoint: FakeEndpoint, options: Partial<TokenManagerOptions> = {}) {
   const clock = new Clock()

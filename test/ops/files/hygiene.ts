@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
 
-const root = new URL('../../', import.meta.url)
+const root = new URL('../../../', import.meta.url)
 const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')
 const pkg = JSON.parse(read('package.json')) as { version: string, license: string }
 const lock = JSON.parse(read('package-lock.json')) as { packages: Record<string, { license?: string, dev?: boolean, link?: boolean }> }

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import t, { type Test } from 'tap'
-import { stack } from '../helper.ts'
+import { stack } from '../../helper.ts'
 
 interface Example { value: { statusCode: number, code: string, error: string, message: string } }
 interface MediaType { schema: Record<string, unknown>, example?: Example['value'], examples?: Record<string, Example> }

@@ -1,13 +1,13 @@
 import t from 'tap'
 import { Pool } from 'undici'
-import { BackoffWindow } from '../../src/upstream/backoff-window.ts'
-import { CircuitBreaker } from '../../src/upstream/circuit-breaker.ts'
-import { ConcurrencyLimiter } from '../../src/upstream/concurrency-limiter.ts'
-import { TokenEndpoint } from '../../src/upstream/token-endpoint.ts'
-import { TokenManager } from '../../src/upstream/token-manager.ts'
-import { UpstreamClient } from '../../src/upstream/upstream-client.ts'
-import { profileOf } from '../../dev/profiles.ts'
-import { Clock, recordingLog, recordingTelemetry, simulator, type TestContext } from '../helper.ts'
+import { BackoffWindow } from '../../../src/upstream/backoff-window.ts'
+import { CircuitBreaker } from '../../../src/upstream/circuit-breaker.ts'
+import { ConcurrencyLimiter } from '../../../src/upstream/concurrency-limiter.ts'
+import { TokenEndpoint } from '../../../src/upstream/token-endpoint.ts'
+import { TokenManager } from '../../../src/upstream/token-manager.ts'
+import { UpstreamClient } from '../../../src/upstream/upstream-client.ts'
+import { profileOf } from '../../../dev/profiles.ts'
+import { Clock, recordingLog, recordingTelemetry, simulator, type TestContext } from '../../helper.ts'
 
 // The client as a class, with its collaborators in reach: a real simulator, a clock moved by hand.
 async function client (t: TestContext) {

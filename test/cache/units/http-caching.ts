@@ -1,6 +1,6 @@
 import t from 'tap'
-import { profileOf } from '../../dev/profiles.ts'
-import { cacheStack, eventually, rawRedis } from '../helper.ts'
+import { profileOf } from '../../../dev/profiles.ts'
+import { cacheStack, eventually, rawRedis } from '../../helper.ts'
 
 t.test('a current ETag in If-None-Match answers 304 with no body and the caching headers', async (t) => {
   const { app, clock } = await cacheStack(t)

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { stack } from './helper.ts'
+import { stack } from '../helper.ts'
 
 const ORIGIN = { origin: 'https://app.example' }
 

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process'
 import t from 'tap'
-import { ConfigSchema, loadConfig } from '../src/config.ts'
+import { ConfigSchema, loadConfig } from '../../../src/config.ts'
 
 const required = {
   UPSTREAM_BASE_URL: 'https://profiles.example/gw/v1',

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { boundedLru, setUntil } from '../../src/cache/bounded-lru.ts'
+import { boundedLru, setUntil } from '../../../src/cache/bounded-lru.ts'
 
 function clock (start = 1_000): { now: () => number, advance: (ms: number) => void } {
   let time = start

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { BREAKER_FAILURE_THRESHOLD } from '../../src/upstream/circuit-breaker.ts'
-import { Clock, stack } from '../helper.ts'
+import { BREAKER_FAILURE_THRESHOLD } from '../../../src/upstream/circuit-breaker.ts'
+import { Clock, stack } from '../../helper.ts'
 
 // The breaker's timing, on the app's clock: a cold request every 100 ms through an outage and after it.
 

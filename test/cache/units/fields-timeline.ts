@@ -1,7 +1,7 @@
 import t from 'tap'
-import { profileOf, timelineOf } from '../../dev/profiles.ts'
-import { PROFILE_FIELDS } from '../../src/schemas/profile.ts'
-import { cacheStack } from '../helper.ts'
+import { profileOf, timelineOf } from '../../../dev/profiles.ts'
+import { PROFILE_FIELDS } from '../../../src/schemas/profile.ts'
+import { cacheStack } from '../../helper.ts'
 
 for (const store of ['redis', 'memory'] as const) {
   const env: Record<string, string> = store === 'redis' ? {} : { REDIS_URL: '' }

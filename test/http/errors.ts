@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
-import * as errors from '../src/errors.ts'
+import * as errors from '../../src/errors.ts'
 
 t.test('every error export is named after its code and has a fixed status', async (t) => {
   const constructors = Object.entries(errors).filter(([, value]) => typeof value === 'function' && 'prototype' in value && value.name === 'FastifyError')
@@ -13,7 +13,7 @@ t.test('every error export is named after its code and has a fixed status', asyn
 })
 
 t.test('the README\'s error table names every code, with its status', async (t) => {
-  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
   const table = readme.slice(readme.indexOf('## Errors'), readme.indexOf('\n## ', readme.indexOf('## Errors') + 1))
   const documented = new Map([...table.matchAll(/\| (\d{3}) \| `([A-Z_]+)`/g)].map((match) => [match[2], Number(match[1])]))
   for (const [name, value] of Object.entries(errors)) {

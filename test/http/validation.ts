@@ -1,7 +1,7 @@
 import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { stack } from './helper.ts'
+import { stack } from '../helper.ts'
 
 const INVALID_USERNAME = {
   statusCode: 400,

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { PROFILE_FIELDS } from '../src/schemas/profile.ts'
-import { profileOf, timelineOf } from '../dev/profiles.ts'
-import { stack } from './helper.ts'
+import { PROFILE_FIELDS } from '../../src/schemas/profile.ts'
+import { profileOf, timelineOf } from '../../dev/profiles.ts'
+import { stack } from '../helper.ts'
 
 t.test('GET /profile/:username answers the upstream profile with ten string fields', async (t) => {
   const { app, sim } = await stack(t)

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { TokenCipher } from '../../src/upstream/token-cipher.ts'
+import { TokenCipher } from '../../../src/upstream/token-cipher.ts'
 
 const cipher = new TokenCipher('client-secret')
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { Clock, stack, tally } from '../helper.ts'
+import { Clock, stack, tally } from '../../helper.ts'
 
 // The simulator's tokens expire by the app's clock: 10 s of steady traffic pass without waiting for them.
 t.test('with a 3-second token lifetime and steady traffic over 10 s, no expired token and no error', async (t) => {

@@ -1,8 +1,8 @@
 import t from 'tap'
-import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.ts'
-import { LocalTier } from '../../src/cache/local-tier.ts'
-import type { BusEvent } from '../../src/redis/bus.ts'
-import type { CacheStore } from '../../src/cache/store.ts'
+import { createEntry, type CacheEntry } from '../../../src/cache/cache-entry.ts'
+import { LocalTier } from '../../../src/cache/local-tier.ts'
+import type { BusEvent } from '../../../src/redis/bus.ts'
+import type { CacheStore } from '../../../src/cache/store.ts'
 
 /** A shared store whose reads the test answers one by one, and an events channel the test speaks on. */
 function tierOverHeldReads () {

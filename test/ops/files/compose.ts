@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import { parse } from 'yaml'
-import { ConfigSchema, loadConfig } from '../../src/config.ts'
+import { ConfigSchema, loadConfig } from '../../../src/config.ts'
 
 interface Service {
   image?: string
@@ -18,7 +18,7 @@ interface Service {
   stop_grace_period?: string
 }
 
-const root = new URL('../../', import.meta.url)
+const root = new URL('../../../', import.meta.url)
 const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')
 const compose = parse(read('docker-compose.yml')) as { services: Record<string, Service> }
 const { services } = compose

@@ -1,11 +1,11 @@
 import t from 'tap'
-import { createEntry, FRESHNESS_JITTER, type CacheEntry } from '../../src/cache/cache-entry.ts'
-import { MemoryStore } from '../../src/cache/memory-store.ts'
-import type { CacheStore } from '../../src/cache/store.ts'
-import type { CacheState } from '../../src/cache/cache-entry.ts'
-import { SwrCache, type CacheFailure } from '../../src/cache/swr-cache.ts'
-import type { Resource } from '../../src/resources.ts'
-import { Clock } from '../helper.ts'
+import { createEntry, FRESHNESS_JITTER, type CacheEntry } from '../../../src/cache/cache-entry.ts'
+import { MemoryStore } from '../../../src/cache/memory-store.ts'
+import type { CacheStore } from '../../../src/cache/store.ts'
+import type { CacheState } from '../../../src/cache/cache-entry.ts'
+import { SwrCache, type CacheFailure } from '../../../src/cache/swr-cache.ts'
+import type { Resource } from '../../../src/resources.ts'
+import { Clock } from '../../helper.ts'
 
 const freshness = { freshMs: 300_000, staleMs: 86_400_000 }
 

@@ -1,7 +1,7 @@
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import t from 'tap'
-import { EncodedBodies, MIN_ENCODED_BYTES, preferredCoding } from '../src/http/encoded-bodies.ts'
-import { cacheStack } from './helper.ts'
+import { EncodedBodies, MIN_ENCODED_BYTES, preferredCoding } from '../../src/http/encoded-bodies.ts'
+import { cacheStack } from '../helper.ts'
 
 const members = Array.from({ length: 30 }, (_, i) => `c-${i}`)
 const batchUrl = `/profiles?${members.map((username) => `username=${username}`).join('&')}`

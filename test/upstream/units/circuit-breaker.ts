@@ -1,6 +1,6 @@
 import t from 'tap'
-import { CircuitBreaker } from '../../src/upstream/circuit-breaker.ts'
-import { Clock, recordingTelemetry } from '../helper.ts'
+import { CircuitBreaker } from '../../../src/upstream/circuit-breaker.ts'
+import { Clock, recordingTelemetry } from '../../helper.ts'
 
 function breaker () {
   const clock = new Clock()

@@ -1,11 +1,11 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
 import type { TSchema } from '@sinclair/typebox'
-import { ConfigSchema } from '../../src/config.ts'
-import { PrometheusTelemetry } from '../../src/telemetry/prometheus-telemetry.ts'
-import { ReadinessBody } from '../../src/routes/health.ts'
+import { ConfigSchema } from '../../../src/config.ts'
+import { PrometheusTelemetry } from '../../../src/telemetry/prometheus-telemetry.ts'
+import { ReadinessBody } from '../../../src/routes/health.ts'
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
 
 /** The text of a `## title` section, up to the next `## `. */
 function section (title: string): string {
@@ -82,7 +82,7 @@ t.test('the operations section says how to run N instances behind a load balance
 
 t.test('every `npm run` command the README names is a script of the package it names', async (t) => {
   const scripts = (file: string): Record<string, string> => JSON.parse(readFileSync(new URL(file, import.meta.url), 'utf8')).scripts
-  const packages = new Map([['', scripts('../../package.json')], ['client', scripts('../../client/package.json')]])
+  const packages = new Map([['', scripts('../../../package.json')], ['client', scripts('../../../client/package.json')]])
   const named = [...readme.matchAll(/npm run ([\w:-]+)(?: -w (\w+))?/g)]
   t.ok(named.length >= 5)
   for (const [command, script = '', workspace = ''] of named) t.ok(packages.get(workspace)?.[script], command)

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { BackoffWindow } from '../../src/upstream/backoff-window.ts'
-import { SharedWindow } from '../../src/redis/shared-window.ts'
-import { Clock, deadRedis, fakeHealth, recordingTelemetry, testRedis } from '../helper.ts'
+import { BackoffWindow } from '../../../src/upstream/backoff-window.ts'
+import { SharedWindow } from '../../../src/redis/shared-window.ts'
+import { Clock, deadRedis, fakeHealth, recordingTelemetry, testRedis } from '../../helper.ts'
 
 t.test('a window opens, counts down and closes, reported once each way', async (t) => {
   const clock = new Clock()

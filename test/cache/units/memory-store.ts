@@ -1,9 +1,9 @@
 import t from 'tap'
-import { profileOf } from '../../dev/profiles.ts'
-import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.ts'
-import { DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, MemoryStore } from '../../src/cache/memory-store.ts'
-import { SwrCache } from '../../src/cache/swr-cache.ts'
-import { Clock } from '../helper.ts'
+import { profileOf } from '../../../dev/profiles.ts'
+import { createEntry, type CacheEntry } from '../../../src/cache/cache-entry.ts'
+import { DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, MemoryStore } from '../../../src/cache/memory-store.ts'
+import { SwrCache } from '../../../src/cache/swr-cache.ts'
+import { Clock } from '../../helper.ts'
 
 const freshness = { freshMs: 300_000, staleMs: 86_400_000 }
 
