@@ -8,7 +8,7 @@ import { deleteKeys, REDIS_URL, untilRedisReady } from './helpers/redis.ts'
 
 // The one module tests import helpers from.
 export { Clock, eventually, settle, type TestContext } from './helpers/clock.ts'
-export { FakeEndpoint, recordingLog, recordingTelemetry } from './helpers/fakes.ts'
+export { capturedLogger, FakeEndpoint, recordingLog, recordingTelemetry, type LogLine } from './helpers/fakes.ts'
 export { profiles, tally, usernames } from './helpers/load.ts'
 export { metric, parseMetrics, type Sample } from './helpers/prometheus.ts'
 export { deadRedis, fakeHealth, rawRedis, REDIS_URL, testLayer, testPrefix, testRedis, untilRedisReady } from './helpers/redis.ts'

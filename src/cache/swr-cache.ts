@@ -3,12 +3,30 @@ import type { Claim } from '../redis/owner-lock.ts'
 import type { CacheStore } from './store.ts'
 import type { Resource } from '../resources.ts'
 import { noTelemetry, type Telemetry } from '../telemetry/telemetry.ts'
+import { untilAborted } from '../until-aborted.ts'
 
 export interface Served {
   entry: CacheEntry
   state: CacheState
   /** When the cache decided: what is left of freshness, and the entry's age, count from here. */
   at: number
+}
+
+/** Loads an entry; `signal` aborts when nobody waits for it any more. */
+export type Load = (signal: AbortSignal) => Promise<CacheEntry>
+
+/** The signal of a caller going away, made on first call (only a caller that must wait for a load asks). */
+export type CallerSignal = () => AbortSignal
+
+/** One load of a key in this process, shared by its callers. */
+interface Flight {
+  promise: Promise<CacheEntry>
+  /** Aborts the load once its last caller has left. */
+  controller: AbortController
+  /** Callers waiting for it, less those that left. */
+  waiters: number
+  /** A revalidation while a stale entry is served: nobody asked for it, so nobody leaving cancels it. */
+  background: boolean
 }
 
 /** Where a cache failure happened: a background revalidation, or the store (read, write, purge). */
@@ -33,7 +51,8 @@ export interface SwrCacheOptions {
  * (STALE) and refreshed in the background, once; misses are loaded (MISS). Loads of one key are shared
  * by every caller in this process and, through the coalescer, by every instance. A failed load never
  * touches a stored entry. When the store cannot be read, the answer comes straight from the load
- * (BYPASS), still shared in this process.
+ * (BYPASS), still shared in this process. A caller that goes away stops waiting at once; a load whose
+ * callers have all gone is cancelled and stores nothing (a background revalidation runs to its end).
  */
 export class SwrCache {
   readonly #store: CacheStore
@@ -41,7 +60,7 @@ export class SwrCache {
   readonly #now: () => number
   readonly #telemetry: NonNullable<SwrCacheOptions['telemetry']>
   readonly #onError: SwrCacheOptions['onError']
-  readonly #inFlight = new Map<string, Promise<CacheEntry>>()
+  readonly #inFlight = new Map<string, Flight>()
 
   constructor (options: SwrCacheOptions) {
     this.#store = options.store
@@ -51,8 +70,9 @@ export class SwrCache {
     this.#onError = options.onError
   }
 
-  async get (key: string, resource: Resource, load: () => Promise<CacheEntry>): Promise<Served> {
-    const served = await this.#serve(key, resource, load)
+  /** `callerSignal` (absent: a caller that never leaves) is asked for only when the caller must wait for a load. */
+  async get (key: string, resource: Resource, load: Load, callerSignal?: CallerSignal): Promise<Served> {
+    const served = await this.#serve(key, resource, load, callerSignal)
     this.#telemetry.cacheResult(resource, served.state)
     return served
   }
@@ -62,37 +82,63 @@ export class SwrCache {
     return await this.#store.markStale(keys, this.#now())
   }
 
-  async #serve (key: string, resource: Resource, load: () => Promise<CacheEntry>): Promise<Served> {
+  async #serve (key: string, resource: Resource, load: Load, callerSignal: CallerSignal | undefined): Promise<Served> {
     let cached: CacheEntry | undefined
     try {
       cached = await this.#store.get(key)
     } catch (error) {
       this.#onError(error, key, 'store')
-      const entry = await this.#load(key, resource, undefined, load)
+      const entry = await this.#wait(key, resource, load, callerSignal)
       return { entry, state: 'BYPASS', at: this.#now() }
     }
     const now = this.#now()
     if (cached !== undefined && isFresh(cached, now)) return { entry: cached, state: 'HIT', at: now }
     if (cached !== undefined && isServable(cached, now)) {
       if (!this.#inFlight.has(key)) {
-        this.#load(key, resource, cached, load).catch((error: unknown) => this.#onError(error, key, 'revalidate'))
+        this.#start(key, resource, cached, load, true).promise.catch((error: unknown) => this.#onError(error, key, 'revalidate'))
       }
       return { entry: cached, state: 'STALE', at: now }
     }
-    const entry = await this.#load(key, resource, undefined, load)
+    const entry = await this.#wait(key, resource, load, callerSignal)
     return { entry, state: 'MISS', at: this.#now() }
   }
 
-  /** One load per key at a time in this process: later callers wait for the first one's. */
-  async #load (key: string, resource: Resource, seen: CacheEntry | undefined, load: () => Promise<CacheEntry>): Promise<CacheEntry> {
-    const pending = this.#inFlight.get(key)
-    if (pending !== undefined) {
-      this.#telemetry.coalescedWaiter(resource)
-      return await pending
+  /** One load per key at a time in this process: later callers wait for the first one's, each until it goes away. */
+  async #wait (key: string, resource: Resource, load: Load, callerSignal: CallerSignal | undefined): Promise<CacheEntry> {
+    let flight = this.#inFlight.get(key)
+    if (flight === undefined) flight = this.#start(key, resource, undefined, load, false)
+    else this.#telemetry.coalescedWaiter(resource)
+    flight.waiters++
+    if (callerSignal === undefined) return await flight.promise
+    const gone = callerSignal()
+    try {
+      return await untilAborted(flight.promise, gone)
+    } catch (error) {
+      if (gone.aborted) this.#leave(key, flight)
+      throw error
     }
-    const started = this.#loadShared(key, resource, seen, load).finally(() => this.#inFlight.delete(key))
-    this.#inFlight.set(key, started)
-    return await started
+  }
+
+  #start (key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, background: boolean): Flight {
+    const controller = new AbortController()
+    const promise = this.#loadShared(key, resource, seen, load, controller.signal)
+    const flight: Flight = { promise, controller, waiters: 0, background }
+    this.#inFlight.set(key, flight)
+    // Also handles the rejection of a load every caller has left.
+    const done = (): void => { this.#forget(key, flight) }
+    promise.then(done, done)
+    return flight
+  }
+
+  /** The last caller to leave cancels the load; later callers start their own rather than join a cancelled one. */
+  #leave (key: string, flight: Flight): void {
+    if (--flight.waiters > 0 || flight.background) return
+    this.#forget(key, flight)
+    flight.controller.abort(new DOMException('every caller of this load went away', 'AbortError'))
+  }
+
+  #forget (key: string, flight: Flight): void {
+    if (this.#inFlight.get(key) === flight) this.#inFlight.delete(key)
   }
 
   /**
@@ -102,24 +148,25 @@ export class SwrCache {
    * late release of an earlier lock while another instance's load is still running. After
    * `maxClaims` waits it loads on its own (each wait is bounded by the lock's lifetime).
    */
-  async #loadShared (key: string, resource: Resource, seen: CacheEntry | undefined, load: () => Promise<CacheEntry>): Promise<CacheEntry> {
+  async #loadShared (key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal): Promise<CacheEntry> {
     for (let attempt = 1; ; attempt++) {
       const claim = await this.#coalescer?.claim(key)
-      if (claim === undefined) return await this.#loadAndStore(key, load)
+      if (claim === undefined) return await this.#loadAndStore(key, load, signal)
       if (claim.owner) {
         try {
           // The previous owner may have finished between our read and our lock.
-          return await this.#loadedElsewhere(key, seen) ?? await this.#loadAndStore(key, load)
+          return await this.#loadedElsewhere(key, seen) ?? await this.#loadAndStore(key, load, signal)
         } finally {
-          // Callers need not wait for the release: it reports its own failures, and the lock expires anyway.
+          // Also when cancelled, so the other instances' waiters move on. Callers need not wait for the
+          // release: it reports its own failures, and the lock expires anyway.
           claim.release().catch(() => {})
         }
       }
       if (attempt === 1) this.#telemetry.coalescedWaiter(resource)
-      await claim.settled
+      await untilAborted(claim.settled, signal)
       const loaded = await this.#loadedElsewhere(key, seen)
       if (loaded !== undefined) return loaded
-      if (attempt >= (this.#coalescer?.maxClaims ?? 1)) return await this.#loadAndStore(key, load)
+      if (attempt >= (this.#coalescer?.maxClaims ?? 1)) return await this.#loadAndStore(key, load, signal)
     }
   }
 
@@ -137,11 +184,12 @@ export class SwrCache {
     return isFresh(current, now) || !sameVersion(current, seen) ? current : undefined
   }
 
-  async #loadAndStore (key: string, load: () => Promise<CacheEntry>): Promise<CacheEntry> {
+  async #loadAndStore (key: string, load: Load, signal: AbortSignal): Promise<CacheEntry> {
+    signal.throwIfAborted()
     // Read before the upstream is asked, so that a purge after it stores the fill stale. Unread, the
     // store takes a purge it remembers as later (the write reports a store that is away).
     const mark = await this.#store.purgeMark(key).catch(() => undefined)
-    const entry = await load()
+    const entry = await load(signal)
     // A store that is away costs the cache, never the caller.
     await this.#store.set(key, entry, mark).catch((error: unknown) => this.#onError(error, key, 'store'))
     return entry

@@ -1,7 +1,7 @@
 import pMap from 'p-map'
 import { createEntry, type CacheEntry } from '../cache/cache-entry.ts'
 import { cacheKey } from '../cache/keys.ts'
-import type { Served, SwrCache } from '../cache/swr-cache.ts'
+import type { CallerSignal, Served, SwrCache } from '../cache/swr-cache.ts'
 import { RESOURCES, type Resource } from '../resources.ts'
 import type { FreshnessPolicy } from './freshness.ts'
 import type { ProfileField } from '../schemas/profile.ts'
@@ -26,7 +26,8 @@ export type User = Record<ProfileField, string>
 
 /**
  * What the routes ask for, in their terms: a member's profile, timeline or one field, served through the
- * cache. An upstream 404 becomes a negative entry, cached like any other.
+ * cache. An upstream 404 becomes a negative entry, cached like any other. `callerSignal` (see SwrCache.get)
+ * lets a caller that goes away stop waiting, and cancel a load nobody waits for any more.
  */
 export class Lookups {
   readonly #options: LookupsOptions
@@ -41,25 +42,25 @@ export class Lookups {
     this.#random = options.random ?? Math.random
   }
 
-  async profile (username: string): Promise<Served> {
-    return await this.#get('profile', username, () => this.#options.upstream.profile(username))
+  async profile (username: string, callerSignal?: CallerSignal): Promise<Served> {
+    return await this.#get('profile', username, async (signal) => await this.#options.upstream.profile(username, signal), callerSignal)
   }
 
-  async timeline (username: string): Promise<Served> {
-    return await this.#get('timeline', username, () => this.#options.upstream.timeline(username))
+  async timeline (username: string, callerSignal?: CallerSignal): Promise<Served> {
+    return await this.#get('timeline', username, async (signal) => await this.#options.upstream.timeline(username, signal), callerSignal)
   }
 
   /** One field, from the cached profile; a miss loads the whole profile, which then serves all ten. */
-  async field (username: string, field: ProfileField): Promise<FieldServed> {
-    const served = await this.profile(username)
+  async field (username: string, field: ProfileField, callerSignal?: CallerSignal): Promise<FieldServed> {
+    const served = await this.profile(username, callerSignal)
     if (served.entry.status !== 200) return { ...served, fieldBody: '' }
     return { ...served, fieldBody: JSON.stringify({ [field]: this.userOf(served.entry)[field] }) }
   }
 
   /** Several members' profiles, each as `profile` serves it; a failure is that member's answer, not the others'. */
-  async profiles (usernames: readonly string[], concurrency: number): Promise<Array<PromiseSettledResult<Served>>> {
+  async profiles (usernames: readonly string[], concurrency: number, callerSignal?: CallerSignal): Promise<Array<PromiseSettledResult<Served>>> {
     // At most `concurrency` at once, so one batch never overflows the upstream client's bounded queue.
-    return await pMap(usernames, async (username): Promise<PromiseSettledResult<Served>> => await this.profile(username).then(
+    return await pMap(usernames, async (username): Promise<PromiseSettledResult<Served>> => await this.profile(username, callerSignal).then(
       (value) => ({ status: 'fulfilled', value }),
       (reason: unknown) => ({ status: 'rejected', reason })
     ), { concurrency })
@@ -70,15 +71,17 @@ export class Lookups {
     return await this.#options.cache.markStale(RESOURCES.map((kind) => cacheKey(this.#options.keyPrefix, kind, username)))
   }
 
-  async #get (kind: Resource, username: string, fetch: () => Promise<UpstreamAnswer<unknown>>): Promise<Served> {
+  async #get (
+    kind: Resource, username: string, fetch: (signal: AbortSignal) => Promise<UpstreamAnswer<unknown>>, callerSignal: CallerSignal | undefined
+  ): Promise<Served> {
     const { keyPrefix, cache, freshness } = this.#options
-    return await cache.get(cacheKey(keyPrefix, kind, username), kind, async (): Promise<CacheEntry> => {
-      const answer = await fetch()
+    return await cache.get(cacheKey(keyPrefix, kind, username), kind, async (signal): Promise<CacheEntry> => {
+      const answer = await fetch(signal)
       const now = this.#now()
       return answer.found
         ? createEntry(200, JSON.stringify(answer.body), now, freshness[kind], this.#random)
         : createEntry(404, '', now, freshness.notFound, this.#random)
-    })
+    }, callerSignal)
   }
 
   /** A profile entry's `user`, parsed once per entry. */

@@ -166,8 +166,8 @@ export class PrometheusTelemetry implements Telemetry {
 
   upstreamCall (resource: Resource, outcome: UpstreamOutcome, seconds: number): void {
     this.#upstreamCalls.labels(resource, outcome).inc()
-    // A call never made (breaker open) took no upstream time worth a latency sample.
-    if (outcome !== 'short_circuited') this.#upstreamSeconds.labels(resource).observe(seconds)
+    // A call never made (breaker open) took no upstream time worth a latency sample; a cancelled one measured its callers' patience.
+    if (outcome !== 'short_circuited' && outcome !== 'cancelled') this.#upstreamSeconds.labels(resource).observe(seconds)
   }
 
   cacheResult (resource: Resource, state: CacheState): void {

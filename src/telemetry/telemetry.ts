@@ -1,9 +1,12 @@
 import type { CacheState } from '../cache/cache-entry.ts'
 import type { Resource } from '../resources.ts'
 
-/** What the upstream answered to one call, as metrics and logs name it. */
+/**
+ * What the upstream answered to one call, as metrics and logs name it: `short_circuited` was never sent,
+ * `cancelled` was sent and aborted because nobody waited for its answer any more.
+ */
 export type UpstreamOutcome =
-  | 'ok' | 'not_found' | 'error' | 'timeout' | 'invalid' | 'rate_limited' | 'auth_refused' | 'short_circuited'
+  | 'ok' | 'not_found' | 'error' | 'timeout' | 'invalid' | 'rate_limited' | 'auth_refused' | 'short_circuited' | 'cancelled'
 
 export type BreakerState = 'closed' | 'open' | 'half_open'
 

@@ -70,6 +70,11 @@ export class CircuitBreaker {
     }
   }
 
+  /** A call that `tryAcquire` let through ended without a verdict (it was cancelled): a probe's turn is given back, nothing is learnt. */
+  abstain (): void {
+    this.#probing = false
+  }
+
   #moveTo (state: BreakerState): void {
     this.#state = state
     this.#options.telemetry.breaker(state)

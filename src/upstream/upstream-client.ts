@@ -12,6 +12,7 @@ import type { UpstreamLog } from './log.ts'
 import type { AccessToken } from './access-token.ts'
 import type { TokenManager } from './token-manager.ts'
 import { CONNECTION_CODES, isConnectionError, isTimeout, isTooLarge } from './transport-errors.ts'
+import { untilAborted } from '../until-aborted.ts'
 
 /** What a lookup found: the validated body, or that the upstream has no such member. */
 export type UpstreamAnswer<T> = { found: true, body: T } | { found: false }
@@ -72,34 +73,39 @@ export class UpstreamClient {
     return this.#options.backoff.remainingMs
   }
 
-  async profile (username: string): Promise<UpstreamAnswer<ProfileResponse>> {
-    return await this.#get('profile', `/profile/${encodeURIComponent(username)}`, readUpstreamProfile)
+  /** `cancel` aborts the call when nobody waits for its answer any more. */
+  async profile (username: string, cancel?: AbortSignal): Promise<UpstreamAnswer<ProfileResponse>> {
+    return await this.#get('profile', `/profile/${encodeURIComponent(username)}`, readUpstreamProfile, cancel)
   }
 
-  async timeline (username: string): Promise<UpstreamAnswer<TimelineResponse>> {
-    return await this.#get('timeline', `/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline)
+  async timeline (username: string, cancel?: AbortSignal): Promise<UpstreamAnswer<TimelineResponse>> {
+    return await this.#get('timeline', `/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline, cancel)
   }
 
-  async #get<T> (resource: Resource, path: string, read: (body: unknown) => T | undefined): Promise<UpstreamAnswer<T>> {
+  async #get<T> (resource: Resource, path: string, read: (body: unknown) => T | undefined, cancel: AbortSignal | undefined): Promise<UpstreamAnswer<T>> {
     const { backoff, breaker, limiter, timeoutMs } = this.#options
     // Known windows refuse before queueing; the shared window is checked once a slot is ours.
     this.#refuseIf(resource, backoff.remainingMs, breaker.state === 'open')
     // The caller's whole wait (queue, token, request and body) ends UPSTREAM_TIMEOUT_MS from now.
     const deadline = this.#now() + timeoutMs
-    const signal = AbortSignal.timeout(timeoutMs)
+    const timeout = AbortSignal.timeout(timeoutMs)
+    const signal = cancel === undefined ? timeout : AbortSignal.any([timeout, cancel])
+    let sent = false
     try {
       return await limiter.run(async () => {
         if (this.#now() >= deadline) throw new DOMException('its deadline passed in the queue', 'TimeoutError')
         this.#refuseIf(resource, await backoff.check(), false)
         const token = await untilAborted(this.#options.tokens.getToken(), signal)
         this.#refuseIf(resource, 0, !breaker.tryAcquire())
+        sent = true
         return await this.#probed(resource, path, token, read, signal)
       }, signal)
     } catch (error) {
-      if (!isTimeout(error)) throw error
-      // Dropped before any request was sent: its caller's time ran out in the queue or waiting for a token.
+      // A call sent is reported by #probed; one dropped before (its caller's time ran out, or its callers
+      // left, in the queue or waiting for a token) is counted here, as never sent.
+      if (sent || !(isTimeout(error) || error === signal.reason)) throw error
       this.#options.telemetry.upstreamCall(resource, 'short_circuited', 0)
-      throw new UPSTREAM_TIMEOUT(timeoutMs, { cause: error })
+      throw isTimeout(error) ? new UPSTREAM_TIMEOUT(timeoutMs, { cause: error }) : error
     }
   }
 
@@ -110,11 +116,13 @@ export class UpstreamClient {
     try {
       call = await this.#call(path, token, read, signal)
     } finally {
-      this.#options.breaker.record(call !== undefined && this.#upstreamFailed(call.outcome, this.#now() - started))
+      // A cancelled call says nothing about the upstream, neither failure nor success.
+      if (call?.outcome === 'cancelled') this.#options.breaker.abstain()
+      else this.#options.breaker.record(call !== undefined && this.#upstreamFailed(call.outcome, this.#now() - started))
     }
     this.#options.telemetry.upstreamCall(resource, call.outcome, (this.#now() - started) / 1000)
     if ('answer' in call) return call.answer
-    this.#options.log.warn({ err: call.error, resource, outcome: call.outcome }, 'upstream call failed')
+    if (call.outcome !== 'cancelled') this.#options.log.warn({ err: call.error, resource, outcome: call.outcome }, 'upstream call failed')
     throw call.error
   }
 
@@ -143,7 +151,7 @@ export class UpstreamClient {
       try {
         renewed = await untilAborted(this.#options.tokens.getToken(), signal)
       } catch (error) {
-        return isTimeout(error) ? this.#failure(error) : { outcome: 'auth_refused', error: error as Error }
+        return isTimeout(error) || signal.aborted ? this.#failure(error, signal) : { outcome: 'auth_refused', error: error as Error }
       }
       sent = await this.#send(path, renewed, signal)
       if ('response' in sent && isAuthRefusal(sent.response.statusCode)) {
@@ -151,7 +159,7 @@ export class UpstreamClient {
         return { outcome: 'auth_refused', error: new UPSTREAM_AUTH_FAILED(`the profile service refused a fresh token (${sent.response.statusCode})`) }
       }
     }
-    return 'response' in sent ? await this.#interpret(sent.response, read) : sent
+    return 'response' in sent ? await this.#interpret(sent.response, read, signal) : sent
   }
 
   async #send (path: string, token: AccessToken, signal: AbortSignal): Promise<Sent> {
@@ -170,11 +178,11 @@ export class UpstreamClient {
       })
       return { response }
     } catch (error) {
-      return this.#failure(error)
+      return this.#failure(error, signal)
     }
   }
 
-  async #interpret<T> ({ statusCode, headers, body }: Dispatcher.ResponseData, read: (body: unknown) => T | undefined): Promise<Call<T>> {
+  async #interpret<T> ({ statusCode, headers, body }: Dispatcher.ResponseData, read: (body: unknown) => T | undefined, signal: AbortSignal): Promise<Call<T>> {
     if (statusCode === 404) {
       await body.dump()
       return { outcome: 'not_found', answer: { found: false } }
@@ -193,15 +201,16 @@ export class UpstreamClient {
     try {
       parsed = await body.json()
     } catch (error) {
-      return this.#failure(error)
+      return this.#failure(error, signal)
     }
     const valid = read(parsed)
     if (valid === undefined) return { outcome: 'invalid', error: new UPSTREAM_INVALID_RESPONSE() }
     return { outcome: 'ok', answer: { found: true, body: valid } }
   }
 
-  /** A transport or parse failure as the caller sees it. */
-  #failure (error: unknown): { outcome: UpstreamOutcome, error: Error } {
+  /** A transport or parse failure as the caller sees it; one caused by the call's cancellation is no failure of the upstream. */
+  #failure (error: unknown, signal: AbortSignal): { outcome: UpstreamOutcome, error: Error } {
+    if (isCancelled(signal)) return { outcome: 'cancelled', error: signal.reason as Error }
     if (isTimeout(error)) return { outcome: 'timeout', error: new UPSTREAM_TIMEOUT(this.#options.timeoutMs, { cause: error }) }
     if (isConnectionError(error)) return { outcome: 'error', error: new UPSTREAM_ERROR('it could not be reached', { cause: error }) }
     if (isTooLarge(error) || error instanceof SyntaxError) return { outcome: 'invalid', error: new UPSTREAM_INVALID_RESPONSE({ cause: error }) }
@@ -209,19 +218,9 @@ export class UpstreamClient {
   }
 }
 
-/** `promise`, or the signal's reason as soon as it aborts (what `promise` stands for goes on, shared with others). */
-async function untilAborted<T> (promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  signal.throwIfAborted()
-  let leave = (): void => {}
-  const aborted = new Promise<never>((_resolve, reject) => {
-    leave = () => reject(signal.reason)
-    signal.addEventListener('abort', leave, { once: true })
-  })
-  try {
-    return await Promise.race([promise, aborted])
-  } finally {
-    signal.removeEventListener('abort', leave)
-  }
+/** Aborted, and not by its deadline: nobody waits for the call any more. */
+function isCancelled (signal: AbortSignal): boolean {
+  return signal.aborted && !isTimeout(signal.reason)
 }
 
 function isAuthRefusal (status: number): boolean {

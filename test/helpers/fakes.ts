@@ -1,4 +1,6 @@
+import { Writable } from 'node:stream'
 import { UPSTREAM_AUTH_FAILED } from '../../src/errors.ts'
+import { loggerOptions } from '../../src/logging/logging.ts'
 import { noTelemetry, type Telemetry } from '../../src/telemetry/telemetry.ts'
 import type { UpstreamLog } from '../../src/upstream/log.ts'
 import type { MintedToken } from '../../src/upstream/token-endpoint.ts'
@@ -56,4 +58,22 @@ export function recordingLog (): UpstreamLog & { lines: string[] } {
       value instanceof Error ? { message: value.message, cause: String(value.cause) } : value))
   }
   return { lines, debug: write('debug'), info: write('info'), warn: write('warn') }
+}
+
+export type LogLine = Record<string, unknown> & { level: number, msg: string, reqId?: string }
+
+/** The service's own logger options (for an app's `logger`), writing into an array instead of stdout. */
+export function capturedLogger () {
+  const lines: LogLine[] = []
+  const raw: string[] = []
+  const stream = new Writable({
+    write (chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString('utf8').split('\n').filter(Boolean)) {
+        raw.push(line)
+        lines.push(JSON.parse(line) as LogLine)
+      }
+      done()
+    }
+  })
+  return { logger: { ...loggerOptions('debug'), stream }, lines, raw }
 }

@@ -1,26 +1,7 @@
-import { Writable } from 'node:stream'
 import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
-import { BatchedLogOutput, loggerOptions } from '../../src/logging/logging.ts'
-import { stack } from '../helper.ts'
-
-type Line = Record<string, unknown> & { level: number, msg: string, reqId?: string }
-
-/** The service's own logger options, writing into an array instead of stdout. */
-function capturedLogger () {
-  const lines: Line[] = []
-  const raw: string[] = []
-  const stream = new Writable({
-    write (chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString('utf8').split('\n').filter(Boolean)) {
-        raw.push(line)
-        lines.push(JSON.parse(line) as Line)
-      }
-      done()
-    }
-  })
-  return { logger: { ...loggerOptions('debug'), stream }, lines, raw }
-}
+import { BatchedLogOutput } from '../../src/logging/logging.ts'
+import { capturedLogger, stack } from '../helper.ts'
 
 const USER_AUTHORIZATION = 'Bearer user-jwt-3f9c'
 const USER_COOKIE = 'session=cookie-77ab'

@@ -54,3 +54,18 @@ t.test('a failed probe opens the circuit again for a whole period', async (t) =>
   clock.advance(10_000)
   t.ok(b.tryAcquire())
 })
+
+t.test('a call that ends without a verdict (cancelled) gives a probe\'s turn back and changes no count', async (t) => {
+  const { breaker: b, clock, telemetry } = breaker()
+  fail(b, 2)
+  t.ok(b.tryAcquire())
+  b.abstain()
+  fail(b, 1)
+  t.equal(b.state, 'open', 'the failures before it still count')
+  clock.advance(10_000)
+  t.ok(b.tryAcquire(), 'a probe')
+  b.abstain()
+  t.equal(b.state, 'half_open')
+  t.ok(b.tryAcquire(), 'the next call probes in its place')
+  t.same(telemetry.events, ['breaker:open', 'breaker:half_open'])
+})

@@ -7,7 +7,7 @@ import { TokenEndpoint } from '../../../src/upstream/token-endpoint.ts'
 import { TokenManager } from '../../../src/upstream/token-manager.ts'
 import { UpstreamClient } from '../../../src/upstream/upstream-client.ts'
 import { profileOf } from '../../../dev/profiles.ts'
-import { Clock, recordingLog, recordingTelemetry, simulator, type TestContext } from '../../helper.ts'
+import { Clock, eventually, recordingLog, recordingTelemetry, simulator, type TestContext } from '../../helper.ts'
 
 // The client as a class, with its collaborators in reach: a real simulator, a clock moved by hand.
 async function client (t: TestContext) {
@@ -98,4 +98,28 @@ t.test('the back-off window refuses calls until it ends, then calls resume', asy
   t.same(telemetry.events.filter((event) => /^(call|backoff):/.test(event)), [
     'backoff:true', 'call:profile:rate_limited', 'call:profile:short_circuited', 'backoff:false', 'call:profile:ok'
   ])
+})
+
+t.test('a call cancelled by its callers is aborted at the upstream, reported once as cancelled, with no warning, and teaches the breaker nothing', async (t) => {
+  const { sim, upstream, clock, telemetry, log } = await client(t)
+  sim.failAlways({ kind: 'status', status: 502 })
+  await t.rejects(upstream.profile('a1'))
+  await t.rejects(upstream.profile('a2'))
+  clock.advance(10_000)
+  t.equal(upstream.breakerState, 'half_open')
+
+  sim.failAlways({ kind: 'hang' })
+  const cancel = new AbortController()
+  const probe = upstream.profile('probe', cancel.signal)
+  await eventually(() => sim.callsFor('profile', 'probe') === 1, 'the probe is at the upstream')
+  cancel.abort(new Error('every caller left'))
+  await t.rejects(probe, { message: 'every caller left' })
+  await eventually(() => sim.stats.abortedResponses === 1, 'the upstream sees the connection close')
+  t.equal(upstream.breakerState, 'half_open', 'neither a failed probe (open) nor a good one (closed)')
+
+  sim.failAlways(undefined)
+  t.match(await upstream.profile('next'), { found: true }, 'the next call may probe')
+  t.equal(upstream.breakerState, 'closed')
+  t.same(telemetry.events.filter((event) => event.startsWith('call:')), ['call:profile:error', 'call:profile:error', 'call:profile:cancelled', 'call:profile:ok'])
+  t.equal(log.lines.filter((line) => line.includes('"level":"warn"')).length, 2, 'the two failures only')
 })
