@@ -93,10 +93,12 @@ async function bench (): Promise<BenchResults> {
   // The floor sends the hit of median body size, with the headers the load generator received with it.
   const hit = await hitResponse(memory, medianLengthPath(paths, bodies))
   const bareOptions = { body: hit.body, headers: hit.headers, delayMs: settings.upstreamLatencyMs }
-  const [bare, secondBare] = await Promise.all([startBare(group, bareOptions), startBare(group, { ...bareOptions, name: 'bare-fastify-b' })])
   log('shelter floor: the same burst against two bare Fastify instances holding each request for the upstream latency')
-  const floor = await shelterFloor([bare, secondBare], settings.shelterRequests)
-  await secondBare.stop()
+  const burstBares = await Promise.all(['bare-shelter-a', 'bare-shelter-b'].map(async (name) => await startBare(group, { ...bareOptions, name })))
+  const floor = await shelterFloor(burstBares, settings.shelterRequests)
+  await Promise.all(burstBares.map(async (burstBare) => await burstBare.stop()))
+  // A burst can leave V8 pretenuring a process's request objects for good (see src/v8-flags.ts): the yardstick gets a process that served none.
+  const bare = await startBare(group, bareOptions)
 
   const targets = {
     bare: { label: 'bare Fastify', server: bare, paths },

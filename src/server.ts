@@ -1,3 +1,5 @@
+// First, so that V8 runs the whole app with this flag.
+import './v8-flags.ts'
 import closeWithGrace from 'close-with-grace'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.ts'
