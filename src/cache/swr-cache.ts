@@ -105,12 +105,14 @@ export class SwrCache {
 
   /** One load per key at a time in this process: later callers wait for the first one's, each until it goes away. */
   async #wait (key: string, resource: Resource, load: Load, callerSignal: CallerSignal | undefined): Promise<CacheEntry> {
+    // A caller already gone (a batch's later members) starts no load and joins none.
+    const gone = callerSignal?.()
+    gone?.throwIfAborted()
     let flight = this.#inFlight.get(key)
     if (flight === undefined) flight = this.#start(key, resource, undefined, load, false)
     else this.#telemetry.coalescedWaiter(resource)
     flight.waiters++
-    if (callerSignal === undefined) return await flight.promise
-    const gone = callerSignal()
+    if (gone === undefined) return await flight.promise
     try {
       return await untilAborted(flight.promise, gone)
     } catch (error) {
@@ -187,8 +189,10 @@ export class SwrCache {
   async #loadAndStore (key: string, load: Load, signal: AbortSignal): Promise<CacheEntry> {
     signal.throwIfAborted()
     // Read before the upstream is asked, so that a purge after it stores the fill stale. Unread, the
-    // store takes a purge it remembers as later (the write reports a store that is away).
-    const mark = await this.#store.purgeMark(key).catch(() => undefined)
+    // store takes a purge it remembers as later.
+    const mark = await this.#store.purgeMark(key).catch((error: unknown) => { this.#onError(error, key, 'store'); return undefined })
+    // Its callers may have gone during that read.
+    signal.throwIfAborted()
     const entry = await load(signal)
     // A store that is away costs the cache, never the caller.
     await this.#store.set(key, entry, mark).catch((error: unknown) => this.#onError(error, key, 'store'))

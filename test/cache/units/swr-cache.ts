@@ -121,6 +121,25 @@ t.test('a store that cannot be read answers BYPASS, still one load per key; a fa
   await t.rejects(s.cache.markStale(['k']), /reconnecting/, 'a purge that could not happen says so')
 })
 
+t.test('a caller gone before its miss starts no load and joins none; one that leaves a shared load leaves it to the others', async (t) => {
+  const s = setup()
+  const gone = new AbortController()
+  gone.abort(new Error('the caller went away'))
+  await t.rejects(s.cache.get('k', 'profile', s.load, () => gone.signal), { message: 'the caller went away' })
+  t.equal(s.calls(), 0, 'no load for a caller already gone')
+
+  s.hold()
+  const leaving = new AbortController()
+  const first = s.cache.get('k', 'profile', s.load, () => leaving.signal)
+  const staying = s.cache.get('k', 'profile', s.load, () => new AbortController().signal)
+  await settle()
+  leaving.abort(new Error('left'))
+  await t.rejects(first, { message: 'left' })
+  s.release()
+  t.equal((await staying).state, 'MISS', 'the caller that stayed gets the load')
+  t.equal(s.calls(), 1)
+})
+
 t.test('freshness is shortened by at most the jitter, never lengthened', async (t) => {
   for (const random of [0, 0.5, 0.999]) {
     const entry = createEntry(200, '""', 1_000, freshness, () => random)
