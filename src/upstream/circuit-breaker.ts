@@ -13,6 +13,9 @@ export interface CircuitBreakerOptions {
   now?: () => number
 }
 
+/** What `tryAcquire` lets through: an ordinary call, or the one probe of a half-open circuit. */
+export type Permit = 'call' | 'probe'
+
 /**
  * Stops calling an upstream that keeps failing. Closed: calls go through, and `failureThreshold`
  * failures in a row open it. Open: every call is refused at once for `openMs`. Then half open: exactly
@@ -46,18 +49,19 @@ export class CircuitBreaker {
     return this.state === 'open' ? this.#openedAt + this.#openMs - this.#now() : 0
   }
 
-  /** May a call go through now? In half open, true once: the caller is the probe and must report back. */
-  tryAcquire (): boolean {
+  /** May a call go through now? In half open, once: that caller is the probe. Each permit is reported back once. */
+  tryAcquire (): Permit | undefined {
     const state = this.state
-    if (state === 'closed') return true
-    if (state === 'open' || this.#probing) return false
+    if (state === 'closed') return 'call'
+    if (state === 'open' || this.#probing) return undefined
     this.#probing = true
-    return true
+    return 'probe'
   }
 
-  /** The verdict on a call that `tryAcquire` let through: did the upstream fail? */
-  record (failed: boolean): void {
-    this.#probing = false
+  /** The verdict on a call `permit` let through: did the upstream fail? */
+  record (permit: Permit, failed: boolean): void {
+    // Only the probe ends the probe: a call let through before the circuit opened may end while it runs.
+    if (permit === 'probe') this.#probing = false
     if (!failed) {
       this.#failures = 0
       if (this.#state !== 'closed') this.#moveTo('closed')
@@ -70,9 +74,9 @@ export class CircuitBreaker {
     }
   }
 
-  /** A call that `tryAcquire` let through ended without a verdict (it was cancelled): a probe's turn is given back, nothing is learnt. */
-  abstain (): void {
-    this.#probing = false
+  /** A call `permit` let through ended without a verdict (it was cancelled): a probe's turn is given back, nothing is learnt. */
+  abstain (permit: Permit): void {
+    if (permit === 'probe') this.#probing = false
   }
 
   #moveTo (state: BreakerState): void {

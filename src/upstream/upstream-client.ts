@@ -6,7 +6,7 @@ import { readUpstreamProfile, readUpstreamTimeline, type ProfileResponse, type T
 import type { Resource } from '../resources.ts'
 import type { BreakerState, Telemetry, UpstreamOutcome } from '../telemetry/telemetry.ts'
 import type { BackoffWindow } from './backoff-window.ts'
-import type { CircuitBreaker } from './circuit-breaker.ts'
+import type { CircuitBreaker, Permit } from './circuit-breaker.ts'
 import type { ConcurrencyLimiter } from './concurrency-limiter.ts'
 import type { UpstreamLog } from './log.ts'
 import type { AccessToken } from './access-token.ts'
@@ -96,9 +96,10 @@ export class UpstreamClient {
         if (this.#now() >= deadline) throw new DOMException('its deadline passed in the queue', 'TimeoutError')
         this.#refuseIf(resource, await backoff.check(), false)
         const token = await untilAborted(this.#options.tokens.getToken(), signal)
-        this.#refuseIf(resource, 0, !breaker.tryAcquire())
+        const permit = breaker.tryAcquire()
+        if (permit === undefined) throw this.#refusal(resource, 0)
         sent = true
-        return await this.#probed(resource, path, token, read, signal)
+        return await this.#probed(resource, path, token, read, signal, permit)
       }, signal)
     } catch (error) {
       // A call sent is reported by #probed; one dropped before (its caller's time ran out, or its callers
@@ -110,15 +111,17 @@ export class UpstreamClient {
   }
 
   /** One call through the breaker, which learns whether the upstream failed. */
-  async #probed<T> (resource: Resource, path: string, token: AccessToken, read: (body: unknown) => T | undefined, signal: AbortSignal): Promise<UpstreamAnswer<T>> {
+  async #probed<T> (
+    resource: Resource, path: string, token: AccessToken, read: (body: unknown) => T | undefined, signal: AbortSignal, permit: Permit
+  ): Promise<UpstreamAnswer<T>> {
     const started = this.#now()
     let call: Call<T> | undefined
     try {
       call = await this.#call(path, token, read, signal)
     } finally {
       // A cancelled call says nothing about the upstream, neither failure nor success.
-      if (call?.outcome === 'cancelled') this.#options.breaker.abstain()
-      else this.#options.breaker.record(call !== undefined && this.#upstreamFailed(call.outcome, this.#now() - started))
+      if (call?.outcome === 'cancelled') this.#options.breaker.abstain(permit)
+      else this.#options.breaker.record(permit, call !== undefined && this.#upstreamFailed(call.outcome, this.#now() - started))
     }
     this.#options.telemetry.upstreamCall(resource, call.outcome, (this.#now() - started) / 1000)
     if ('answer' in call) return call.answer
@@ -132,14 +135,18 @@ export class UpstreamClient {
   }
 
   #refuseIf (resource: Resource, backoffMs: number, breakerOpen: boolean): void {
-    if (backoffMs <= 0 && !breakerOpen) return
+    if (backoffMs > 0 || breakerOpen) throw this.#refusal(resource, backoffMs)
+  }
+
+  /** A call refused before it was sent: inside a back-off window (`backoffMs` > 0), else by the breaker. */
+  #refusal (resource: Resource, backoffMs: number): Error {
     this.#options.telemetry.upstreamCall(resource, 'short_circuited', 0)
     if (backoffMs > 0) {
       const seconds = Math.ceil(backoffMs / 1000)
-      throw withRetryAfter(new UPSTREAM_RATE_LIMITED(seconds), seconds)
+      return withRetryAfter(new UPSTREAM_RATE_LIMITED(seconds), seconds)
     }
     const seconds = Math.max(1, Math.ceil(this.#options.breaker.retryInMs / 1000))
-    throw new UPSTREAM_ERROR(`paused after repeated failures, next try within ${seconds} s`)
+    return new UPSTREAM_ERROR(`paused after repeated failures, next try within ${seconds} s`)
   }
 
   async #call<T> (path: string, token: AccessToken, read: (body: unknown) => T | undefined, signal: AbortSignal): Promise<Call<T>> {
