@@ -1,6 +1,6 @@
 import { isFresh, isServable, sameVersion, type CacheEntry, type CacheState } from './cache-entry.ts'
 import type { Claim } from '../redis/owner-lock.ts'
-import type { CacheStore } from './store.ts'
+import type { CacheStore, PurgeMark } from './store.ts'
 import type { Resource } from '../resources.ts'
 import { noTelemetry, type Telemetry } from '../telemetry/telemetry.ts'
 import { untilAborted } from '../until-aborted.ts'
@@ -151,13 +151,20 @@ export class SwrCache {
    * `maxClaims` waits it loads on its own (each wait is bounded by the lock's lifetime).
    */
   async #loadShared (key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal): Promise<CacheEntry> {
+    const coalescer = this.#coalescer
+    if (coalescer === undefined) return await this.#loadAndStore(key, load, signal, this.#purgeMark(key))
     for (let attempt = 1; ; attempt++) {
-      const claim = await this.#coalescer?.claim(key)
-      if (claim === undefined) return await this.#loadAndStore(key, load, signal)
+      // The look for another instance's fill and the purge mark go out right behind the claim, on its
+      // connection, so Redis runs them after it: one round trip where three waited on each other.
+      const claiming = coalescer.claim(key)
+      const looking = this.#loadedElsewhere(key, seen)
+      const marking = this.#purgeMark(key)
+      const claim = await claiming
+      if (claim === undefined) return await this.#loadAndStore(key, load, signal, marking)
       if (claim.owner) {
         try {
           // The previous owner may have finished between our read and our lock.
-          return await this.#loadedElsewhere(key, seen) ?? await this.#loadAndStore(key, load, signal)
+          return await looking ?? await this.#loadAndStore(key, load, signal, marking)
         } finally {
           // Also when cancelled, so the other instances' waiters move on. Callers need not wait for the
           // release: it reports its own failures, and the lock expires anyway.
@@ -168,7 +175,7 @@ export class SwrCache {
       await untilAborted(claim.settled, signal)
       const loaded = await this.#loadedElsewhere(key, seen)
       if (loaded !== undefined) return loaded
-      if (attempt >= (this.#coalescer?.maxClaims ?? 1)) return await this.#loadAndStore(key, load, signal)
+      if (attempt >= coalescer.maxClaims) return await this.#loadAndStore(key, load, signal, this.#purgeMark(key))
     }
   }
 
@@ -186,11 +193,13 @@ export class SwrCache {
     return isFresh(current, now) || !sameVersion(current, seen) ? current : undefined
   }
 
-  async #loadAndStore (key: string, load: Load, signal: AbortSignal): Promise<CacheEntry> {
-    signal.throwIfAborted()
-    // Read before the upstream is asked, so that a purge after it stores the fill stale. Unread, the
-    // store takes a purge it remembers as later.
-    const mark = await this.#store.purgeMark(key).catch((error: unknown) => { this.#onError(error, key, 'store'); return undefined })
+  /** Read before the upstream is asked, so that a purge after it stores the fill stale; unread, the store takes a purge it remembers as later. */
+  async #purgeMark (key: string): Promise<PurgeMark | undefined> {
+    return await this.#store.purgeMark(key).catch((error: unknown) => { this.#onError(error, key, 'store'); return undefined })
+  }
+
+  async #loadAndStore (key: string, load: Load, signal: AbortSignal, marking: Promise<PurgeMark | undefined>): Promise<CacheEntry> {
+    const mark = await marking
     // Its callers may have gone during that read.
     signal.throwIfAborted()
     const entry = await load(signal)
