@@ -1,5 +1,4 @@
 // The HTTP surface's tests (routes, validation, errors, headers, compression), in one process: a process per file cost more than the tests themselves (docs/testing.md).
-import './http/caller-signal.ts'
 import './http/compression.ts'
 import './http/error-headers.ts'
 import './http/errors.ts'

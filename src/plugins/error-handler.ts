@@ -2,7 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import fp from 'fastify-plugin'
 import findMyWay from 'find-my-way'
 import { shortPrefix } from '../http/caller-input.ts'
-import { CallerGone } from '../http/caller-signal.ts'
+import { callerWentAway } from '../http/caller-gone.ts'
 import { errorResponse } from '../http/error-response.ts'
 import { EXPECTED_FAILURES, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.ts'
 import { freshnessPolicy } from '../lookups/freshness.ts'
@@ -37,9 +37,9 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
   })
 
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
-    if (error instanceof CallerGone) {
+    if (callerWentAway(request, error)) {
       // Its connection is closed: nothing can be sent, and nothing of ours failed.
-      request.log.info(error.message)
+      request.log.info('the caller went away before its answer')
       return
     }
     const body = errorResponse(error)

@@ -12,7 +12,7 @@ import { batchErrorResponses } from '../schemas/error-docs.ts'
 import { CACHED_HEADERS, withHeaders } from '../schemas/headers.ts'
 import { PROFILE_FIELDS, QUERY_VALUES } from '../schemas/profile.ts'
 import { batchBody } from '../http/batch-body.ts'
-import { CallerGone, callerSignal } from '../http/caller-signal.ts'
+import { callerWentAway } from '../http/caller-gone.ts'
 import { sendRepresentation, setCachingHeaders } from '../http/serve-cached.ts'
 import { timed } from '../http/timed.ts'
 import { validationErrors } from '../http/validation-errors.ts'
@@ -58,13 +58,13 @@ const batchRoutes: FastifyPluginAsyncTypebox<BatchRoutesOptions> = async (app, {
     const wanted = request.query.fields === undefined ? undefined : new Set<string>(request.query.fields)
     const fields = wanted && PROFILE_FIELDS.filter((field) => wanted.has(field.toLowerCase()))
     const valid = usernames.filter((username) => usernameCheck.Check(username))
-    const { value: results, ms } = await timed(async () => await lookups.profiles(valid, app.config.UPSTREAM_MAX_CONCURRENCY, callerSignal(reply)))
+    const { value: results, ms } = await timed(async () => await lookups.profiles(valid, app.config.UPSTREAM_MAX_CONCURRENCY, () => request.signal))
     const served = new Map<string, Served | ErrorResponse>()
     valid.forEach((username, i) => {
       const result = results[i] as PromiseSettledResult<Served>
       if (result.status === 'fulfilled') return served.set(username, result.value)
       // Nobody reads this batch any more.
-      if (result.reason instanceof CallerGone) throw result.reason
+      if (callerWentAway(request, result.reason)) throw result.reason
       const body = errorResponse(result.reason as Error)
       if (body.code === 'INTERNAL_ERROR') request.log.error({ err: result.reason }, 'batch member failed')
       served.set(username, body)

@@ -7,7 +7,6 @@ import { fieldErrorResponses, lookupErrorResponses } from '../schemas/error-docs
 import { CACHED_HEADERS, withHeaders } from '../schemas/headers.ts'
 import { FIELD_BY_QUERY, FieldQuery, FieldResponse, ProfileResponse, QUERY_VALUES, TimelineResponse, type ProfileField } from '../schemas/profile.ts'
 import batchRoutes from './batch.ts'
-import { callerSignal } from '../http/caller-signal.ts'
 import { serveCached } from '../http/serve-cached.ts'
 import { timed } from '../http/timed.ts'
 import { validationErrors } from '../http/validation-errors.ts'
@@ -39,7 +38,7 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     schemaErrorFormatter: usernameErrors
   }, async (request, reply) => {
-    const { value: served, ms } = await timed(async () => await lookups.profile(request.params.username, callerSignal(reply)))
+    const { value: served, ms } = await timed(async () => await lookups.profile(request.params.username, () => request.signal))
     return await serveCached(reply, served, encodings, served.entry, ms)
   })
 
@@ -54,7 +53,7 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     schemaErrorFormatter: usernameErrors
   }, async (request, reply) => {
-    const { value: served, ms } = await timed(async () => await lookups.timeline(request.params.username, callerSignal(reply)))
+    const { value: served, ms } = await timed(async () => await lookups.timeline(request.params.username, () => request.signal))
     return await serveCached(reply, served, encodings, served.entry, ms)
   })
 
@@ -80,7 +79,7 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const field = FIELD_BY_QUERY.get(request.query.query) as ProfileField
-    const { value: served, ms } = await timed(async () => await lookups.field(request.params.username, field, callerSignal(reply)))
+    const { value: served, ms } = await timed(async () => await lookups.field(request.params.username, field, () => request.signal))
     return await serveCached(reply, served, encodings, { body: served.fieldBody, etag: fieldEtag(served.entry.etag, field) }, ms)
   })
 
