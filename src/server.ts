@@ -27,7 +27,7 @@ try {
   process.exit(1)
 }
 
-/** Off a terminal, log lines are written once per event-loop turn; what is left at exit, then. */
+/** Off a terminal, log lines are written in batches (see BatchedLogOutput); what is left at exit, then. */
 function batchedStdout (): BatchedLogOutput {
   const output = new BatchedLogOutput(process.stdout)
   process.on('exit', output.flush)

@@ -90,6 +90,11 @@ export class LocalTier implements CacheStore {
     }
   }
 
+  /** The copy held here (the whole entry while Redis is away); undefined sends the caller to `get`. */
+  peek (key: string): CacheEntry | undefined {
+    return this.#sharing() ? this.#copies.get(key) : this.#alone.peek(key)
+  }
+
   /** A read of its own, past the copies and the shared reads, which may predate a lock or an event. */
   async getLatest (key: string): Promise<CacheEntry | undefined> {
     return this.#sharing() ? await this.#readShared(key) : await this.#alone.get(key)

@@ -39,6 +39,10 @@ export class MemoryStore implements CacheStore {
   }
 
   async get (key: string): Promise<CacheEntry | undefined> {
+    return this.peek(key)
+  }
+
+  peek (key: string): CacheEntry | undefined {
     return this.#entries.get(key)
   }
 

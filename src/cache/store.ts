@@ -10,6 +10,11 @@ export type PurgeMark = string
 export interface CacheStore {
   get: (key: string) => Promise<CacheEntry | undefined>
   /**
+   * What this process holds for the key, without I/O: the hit path asks it first, and asks `get` only when
+   * it answers undefined. Stores that hold nothing in this process need not implement it.
+   */
+  peek?: (key: string) => CacheEntry | undefined
+  /**
    * What the store holds now, read after every write this process has seen (a lock won, an event
    * received): no copy and no read already in flight may answer it. Stores whose `get` gives that
    * already need not implement it.

@@ -77,6 +77,18 @@ export class SwrCache {
     return served
   }
 
+  /**
+   * A fresh entry this process holds, served at once as a HIT: no I/O and no promise, the path most
+   * requests take. Undefined when `get` must decide (the entry is elsewhere, stale or missing).
+   */
+  held (key: string, resource: Resource): Served | undefined {
+    const entry = this.#store.peek?.(key)
+    const now = this.#now()
+    if (entry === undefined || !isFresh(entry, now)) return undefined
+    this.#telemetry.cacheResult(resource, 'HIT')
+    return { entry, state: 'HIT', at: now }
+  }
+
   /** Purge: the entries become stale everywhere, so the next read serves them and revalidates once. */
   async markStale (keys: readonly string[]): Promise<number> {
     return await this.#store.markStale(keys, this.#now())

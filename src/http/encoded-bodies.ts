@@ -58,6 +58,11 @@ export class EncodedBodies {
     return encodings
   }
 
+  /** The encodings already made for this tag, if any: a hit on a large body sends them without a promise. */
+  peek (etag: string): Encodings | undefined {
+    return this.#done.get(etag)
+  }
+
   async #encode (body: string): Promise<Encodings> {
     const [br, gzipped] = await Promise.all([this.#compress.br(body), this.#compress.gzip(body)])
     return { br, gzip: gzipped }

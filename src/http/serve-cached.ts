@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify'
 import type { CacheState } from '../cache/cache-entry.ts'
 import type { Served } from '../cache/swr-cache.ts'
 import { shortPrefix } from './caller-input.ts'
-import { preferredCoding, worthEncoding, type EncodedBodies } from './encoded-bodies.ts'
+import { preferredCoding, worthEncoding, type EncodedBodies, type Encodings } from './encoded-bodies.ts'
 import { PROFILE_NOT_FOUND } from '../errors.ts'
 
 /** A body as sent, and the tag that names this version of it. */
@@ -14,21 +14,22 @@ export interface Representation {
 /**
  * Turns a cache answer into HTTP: the caching headers (see cachingHeaders), 304 when the caller already
  * holds the version served now, else the body, compressed when the caller accepts it. A negative entry
- * becomes PROFILE_NOT_FOUND, cacheable for what is left of its freshness.
+ * becomes PROFILE_NOT_FOUND, cacheable for what is left of its freshness. It returns a promise only
+ * while a body's encodings are still being made: a hit takes none.
  */
-export async function serveCached (
+export function serveCached (
   reply: FastifyReply,
   served: Served,
   encodings: EncodedBodies,
   representation: Representation = served.entry,
   upstreamMs?: number
-): Promise<FastifyReply> {
+): FastifyReply | Promise<FastifyReply> {
   setCachingHeaders(reply, [served], upstreamMs)
   if (served.entry.status === 404) {
     reply.header('cache-control', `public, max-age=${wholeSeconds(served.entry.freshUntil - served.at)}`)
     throw new PROFILE_NOT_FOUND(shortPrefix((reply.request.params as { username: string }).username))
   }
-  return await sendRepresentation(reply, representation, encodings)
+  return sendRepresentation(reply, representation, encodings)
 }
 
 /**
@@ -83,12 +84,18 @@ function combinedFigures (served: readonly Served[]): CachingFigures {
 
 /**
  * The body, or 304 when If-None-Match holds its tag. A body large enough to gain goes out in the
- * caller's preferred coding (br, gzip), from encodings made once per version; each coding has a tag
- * of its own, since its bytes differ.
+ * caller's preferred coding (br, gzip), from encodings made once per version (a promise only while
+ * they are made); each coding has a tag of its own, since its bytes differ.
  */
-export async function sendRepresentation (reply: FastifyReply, { body, etag }: Representation, encodings: EncodedBodies): Promise<FastifyReply> {
-  // Most bodies are too small to encode: no promise for them.
-  const encoded = worthEncoding(body) ? await encodings.get(etag, body) : undefined
+export function sendRepresentation (reply: FastifyReply, representation: Representation, encodings: EncodedBodies): FastifyReply | Promise<FastifyReply> {
+  const { body, etag } = representation
+  if (!worthEncoding(body)) return sendEncoded(reply, representation, undefined)
+  const made = encodings.peek(etag)
+  if (made !== undefined) return sendEncoded(reply, representation, made)
+  return encodings.get(etag, body).then((encoded) => sendEncoded(reply, representation, encoded))
+}
+
+function sendEncoded (reply: FastifyReply, { body, etag }: Representation, encoded: Encodings | undefined): FastifyReply {
   const coding = encoded === undefined ? undefined : preferredCoding(reply.request.headers['accept-encoding'])
   if (encoded !== undefined) addVary(reply, 'accept-encoding')
   const tag = coding === undefined ? etag : codedEtag(etag, coding)

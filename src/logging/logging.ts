@@ -93,24 +93,51 @@ export interface LogOutput {
   write: (text: string) => unknown
 }
 
+export interface BatchedLogOutputOptions {
+  /** Written at once past this many characters pending. */
+  maxChars?: number
+  /** Written at the latest this long after the first line pending. */
+  maxDelayMs?: number
+  /** Runs `flush` after `ms` (tests run it themselves); default: an unref'd timer. */
+  schedule?: (flush: () => void, ms: number) => void
+}
+
+/** A few hundred access lines: one write system call where there were a few hundred. */
+const MAX_PENDING_CHARS = 16 * 1024
+/** Soon enough for whoever tails the log; lines wait no longer when traffic is light. */
+const MAX_PENDING_MS = 100
+
 /**
- * The service's log destination off a terminal: the lines logged during one turn of the event loop are
- * written to the output together, when the turn ends. pino's default destination makes one write
- * system call per line, and every request logs one (~4 µs of a cache hit); under load a turn carries
- * dozens. Lines still waiting when the process exits are written by the `exit` listener server.ts adds;
- * only a process killed outright (SIGKILL, a native crash) loses them, at most one turn's worth.
+ * The service's log destination off a terminal: lines are written together, once `maxChars` are pending
+ * or `maxDelayMs` after the first one, whichever comes first. pino's default destination makes one write
+ * system call per line, and every request logs one; once per event-loop turn was still about one call per
+ * request under load (~3 µs of a cache hit). Lines still waiting when the process exits are written by the
+ * `exit` listener server.ts adds; only a process killed outright (SIGKILL, a native crash) loses them, at
+ * most `maxDelayMs` of them.
  */
 export class BatchedLogOutput {
   readonly #output: LogOutput
+  readonly #maxChars: number
+  readonly #maxDelayMs: number
+  readonly #schedule: NonNullable<BatchedLogOutputOptions['schedule']>
   #pending = ''
+  #scheduled = false
 
-  constructor (output: LogOutput) {
+  constructor (output: LogOutput, { maxChars = MAX_PENDING_CHARS, maxDelayMs = MAX_PENDING_MS, schedule = unrefTimer }: BatchedLogOutputOptions = {}) {
     this.#output = output
+    this.#maxChars = maxChars
+    this.#maxDelayMs = maxDelayMs
+    this.#schedule = schedule
   }
 
   write (line: string): void {
-    if (this.#pending === '') setImmediate(this.flush)
     this.#pending += line
+    if (this.#pending.length >= this.#maxChars) {
+      this.flush()
+    } else if (!this.#scheduled) {
+      this.#scheduled = true
+      this.#schedule(this.#flushScheduled, this.#maxDelayMs)
+    }
   }
 
   readonly flush = (): void => {
@@ -118,6 +145,15 @@ export class BatchedLogOutput {
     this.#pending = ''
     if (text !== '') this.#output.write(text)
   }
+
+  readonly #flushScheduled = (): void => {
+    this.#scheduled = false
+    this.flush()
+  }
+}
+
+function unrefTimer (flush: () => void, ms: number): void {
+  setTimeout(flush, ms).unref()
 }
 
 /** A caller's (or load balancer's) `X-Request-Id` is kept when it looks like an id, so logs join up across hops. */

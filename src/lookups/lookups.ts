@@ -8,7 +8,7 @@ import type { ProfileField } from '../schemas/profile.ts'
 import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client.ts'
 
 export interface LookupsOptions {
-  cache: Pick<SwrCache, 'get' | 'markStale'>
+  cache: Pick<SwrCache, 'get' | 'held' | 'markStale'>
   upstream: Pick<UpstreamClient, 'profile' | 'timeline'>
   keyPrefix: string
   freshness: FreshnessPolicy
@@ -52,7 +52,21 @@ export class Lookups {
 
   /** One field, from the cached profile; a miss loads the whole profile, which then serves all ten. */
   async field (username: string, field: ProfileField, callerSignal?: CallerSignal): Promise<FieldServed> {
-    const served = await this.profile(username, callerSignal)
+    return this.#fieldOf(await this.profile(username, callerSignal), field)
+  }
+
+  /** The member's profile or timeline when this process holds it fresh (SwrCache.held): the hit path, without a promise. */
+  held (kind: Resource, username: string): Served | undefined {
+    return this.#options.cache.held(cacheKey(this.#options.keyPrefix, kind, username), kind)
+  }
+
+  /** One field when this process holds the profile fresh. */
+  heldField (username: string, field: ProfileField): FieldServed | undefined {
+    const served = this.held('profile', username)
+    return served === undefined ? undefined : this.#fieldOf(served, field)
+  }
+
+  #fieldOf (served: Served, field: ProfileField): FieldServed {
     if (served.entry.status !== 200) return { ...served, fieldBody: '' }
     return { ...served, fieldBody: JSON.stringify({ [field]: this.userOf(served.entry)[field] }) }
   }

@@ -7,7 +7,8 @@ import { fieldErrorResponses, lookupErrorResponses } from '../schemas/error-docs
 import { CACHED_HEADERS, withHeaders } from '../schemas/headers.ts'
 import { FIELD_BY_QUERY, FieldQuery, FieldResponse, ProfileResponse, QUERY_VALUES, TimelineResponse, type ProfileField } from '../schemas/profile.ts'
 import batchRoutes from './batch.ts'
-import { serveCached } from '../http/serve-cached.ts'
+import { serveCached, type Representation } from '../http/serve-cached.ts'
+import type { FieldServed } from '../lookups/lookups.ts'
 import { timed } from '../http/timed.ts'
 import { validationErrors } from '../http/validation-errors.ts'
 
@@ -38,7 +39,11 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     schemaErrorFormatter: usernameErrors
   }, async (request, reply) => {
-    const { value: served, ms } = await timed(async () => await lookups.profile(request.params.username, () => request.signal))
+    const { username } = request.params
+    // A fresh entry held here is answered without a promise: most requests, and the cheapest path.
+    const held = lookups.held('profile', username)
+    if (held !== undefined) return serveCached(reply, held, encodings)
+    const { value: served, ms } = await timed(async () => await lookups.profile(username, () => request.signal))
     return await serveCached(reply, served, encodings, served.entry, ms)
   })
 
@@ -53,7 +58,10 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     schemaErrorFormatter: usernameErrors
   }, async (request, reply) => {
-    const { value: served, ms } = await timed(async () => await lookups.timeline(request.params.username, () => request.signal))
+    const { username } = request.params
+    const held = lookups.held('timeline', username)
+    if (held !== undefined) return serveCached(reply, held, encodings)
+    const { value: served, ms } = await timed(async () => await lookups.timeline(username, () => request.signal))
     return await serveCached(reply, served, encodings, served.entry, ms)
   })
 
@@ -78,17 +86,20 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (typeof query.query === 'string') query.query = query.query.toLowerCase()
     }
   }, async (request, reply) => {
+    const { username } = request.params
     const field = FIELD_BY_QUERY.get(request.query.query) as ProfileField
-    const { value: served, ms } = await timed(async () => await lookups.field(request.params.username, field, () => request.signal))
-    return await serveCached(reply, served, encodings, { body: served.fieldBody, etag: fieldEtag(served.entry.etag, field) }, ms)
+    const held = lookups.heldField(username, field)
+    if (held !== undefined) return serveCached(reply, held, encodings, fieldRepresentation(held, field))
+    const { value: served, ms } = await timed(async () => await lookups.field(username, field, () => request.signal))
+    return await serveCached(reply, served, encodings, fieldRepresentation(served, field), ms)
   })
 
   await app.register(batchRoutes, { encodings })
 }
 
-/** A field's tag derives from its profile's: it changes exactly when the profile does. */
-function fieldEtag (profileEtag: string, field: ProfileField): string {
-  return `${profileEtag.slice(0, -1)}.${field}"`
+/** A field's body, and its tag, which derives from its profile's: it changes exactly when the profile does. */
+function fieldRepresentation ({ fieldBody, entry }: FieldServed, field: ProfileField): Representation {
+  return { body: fieldBody, etag: `${entry.etag.slice(0, -1)}.${field}"` }
 }
 
 export default profileRoutes

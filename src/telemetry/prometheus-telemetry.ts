@@ -64,6 +64,8 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #breakerOpenings: Counter
   readonly #redisUp: Gauge
   readonly #requestSeries = new Map<string, RequestSeries>()
+  /** Cache lookups since the last scrape, by resource and state (every request makes one). */
+  readonly #unscrapedLookups = new Map<Resource, Map<CacheState, number>>()
   // The states last reported, to count transitions (a repeated report is not a new window).
   #inBackoff = false
   #breaker: BreakerState | undefined
@@ -97,7 +99,8 @@ export class PrometheusTelemetry implements Telemetry {
       name: `${PREFIX}cache_lookups_total`,
       help: 'Cache lookups by resource and result, as the cache reports them (a field query is a profile lookup)',
       labelNames: ['resource', 'state'],
-      registers
+      registers,
+      collect: () => { this.#addUnscrapedLookups() }
     })
     this.#upstreamCalls = new Counter({
       name: `${PREFIX}upstream_calls_total`,
@@ -170,8 +173,14 @@ export class PrometheusTelemetry implements Telemetry {
     if (outcome !== 'short_circuited' && outcome !== 'cancelled') this.#upstreamSeconds.labels(resource).observe(seconds)
   }
 
+  /** Counted in plain numbers, handed to prom-client when scraped (see observeRequest). */
   cacheResult (resource: Resource, state: CacheState): void {
-    this.#cacheLookups.labels(resource, state).inc()
+    let byState = this.#unscrapedLookups.get(resource)
+    if (byState === undefined) {
+      byState = new Map()
+      this.#unscrapedLookups.set(resource, byState)
+    }
+    byState.set(state, (byState.get(state) ?? 0) + 1)
   }
 
   coalescedWaiter (resource: Resource): void {
@@ -223,6 +232,13 @@ export class PrometheusTelemetry implements Telemetry {
       this.#requests.inc(series.requests, series.unscraped)
       if (series.xCache !== undefined) this.#xCache.inc(series.xCache, series.unscraped)
       series.unscraped = 0
+    }
+  }
+
+  #addUnscrapedLookups (): void {
+    for (const [resource, byState] of this.#unscrapedLookups) {
+      for (const [state, count] of byState) this.#cacheLookups.inc({ resource, state }, count)
+      byState.clear()
     }
   }
 

@@ -1,4 +1,3 @@
-import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
 import { BatchedLogOutput } from '../../src/logging/logging.ts'
 import { capturedLogger, stack } from '../helper.ts'
@@ -135,17 +134,28 @@ t.test('a credential a client put in the query string is censored in the request
   t.notMatch(raw.join('\n'), /sim_q1|q2|q3/)
 })
 
-t.test('off a terminal, the lines of one event-loop turn are written together, in order, when it ends', async (t) => {
+t.test('off a terminal, lines are written together: after a delay, or at once past a size', async (t) => {
   const writes: string[] = []
-  const output = new BatchedLogOutput({ write: (text: string) => writes.push(text) })
+  const timers: Array<{ flush: () => void, ms: number }> = []
+  const output = new BatchedLogOutput({ write: (text: string) => writes.push(text) }, {
+    maxChars: 30,
+    maxDelayMs: 100,
+    schedule: (flush, ms) => timers.push({ flush, ms })
+  })
   output.write('{"msg":"a"}\n')
   output.write('{"msg":"b"}\n')
-  t.same(writes, [], 'nothing written during the turn')
-  await turn()
-  t.same(writes, ['{"msg":"a"}\n{"msg":"b"}\n'], 'one write for the turn')
+  t.same(writes, [], 'nothing written before the delay')
+  t.same(timers.map(({ ms }) => ms), [100], 'one timer for the batch, however many lines')
+  timers[0]?.flush()
+  t.same(writes, ['{"msg":"a"}\n{"msg":"b"}\n'], 'one write for the batch, in order')
   output.write('{"msg":"c"}\n')
+  output.write('{"msg":"d"}\n')
+  output.write('{"msg":"e"}\n')
+  t.same(writes.slice(1), ['{"msg":"c"}\n{"msg":"d"}\n{"msg":"e"}\n'], 'written at once past maxChars, without waiting')
+  t.equal(timers.length, 2, 'the next batch has its timer')
+  output.write('{"msg":"f"}\n')
   output.flush()
-  t.same(writes.slice(1), ['{"msg":"c"}\n'], 'flushed on demand (the exit listener)')
-  await turn()
-  t.equal(writes.length, 2, 'nothing written twice, no empty write')
+  t.same(writes.slice(2), ['{"msg":"f"}\n'], 'flushed on demand (the exit listener)')
+  timers[1]?.flush()
+  t.equal(writes.length, 3, 'nothing written twice, no empty write')
 })

@@ -87,3 +87,17 @@ t.test('a read or write under way when this instance purges the key does not lea
     await after
   }
 })
+
+t.test('peek answers the copy held here, never a read: the hit path\'s question', async (t) => {
+  const { tier, held, answerReads, entry, hear } = tierOverHeldReads()
+  const v1 = entry('"v1"')
+  held.set('k', v1)
+  t.equal(tier.peek('k'), undefined, 'not held here yet')
+  t.equal(answerReads(), 0, 'and nothing was read')
+  const read = tier.get('k')
+  answerReads()
+  await read
+  t.same(tier.peek('k'), v1, 'the copy, once read')
+  hear({ type: 'staled', key: 'k' })
+  t.equal(tier.peek('k'), undefined, 'gone when another instance purges it')
+})

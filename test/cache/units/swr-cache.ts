@@ -149,3 +149,19 @@ t.test('freshness is shortened by at most the jitter, never lengthened', async (
   }
   t.not(createEntry(200, '""', 0, freshness, () => 0).freshUntil, createEntry(200, '""', 0, freshness, () => 0.9).freshUntil)
 })
+
+t.test('held: a fresh entry this process holds is a HIT at once; anything else is left to get', async (t) => {
+  const s = setup()
+  t.equal(s.cache.held('k', 'profile'), undefined, 'nothing held: undefined')
+  await s.cache.get('k', 'profile', s.load)
+  const held = s.cache.held('k', 'profile')
+  t.equal(held?.state, 'HIT')
+  t.equal(held?.entry.body, '"v1"')
+  t.equal(held?.at, s.clock.now())
+  t.same(s.results, [['profile', 'MISS'], ['profile', 'HIT']], 'a held hit is reported like any other')
+  s.clock.advance(freshness.freshMs)
+  t.equal(s.cache.held('k', 'profile'), undefined, 'stale: get serves it and revalidates')
+  t.equal(s.calls(), 1, 'held never loads')
+  const remote: CacheStore = { get: async () => undefined, purgeMark: async () => '', set: async () => undefined, markStale: async () => 0, close: async () => {} }
+  t.equal(new SwrCache({ store: remote, onError: () => {} }).held('k', 'profile'), undefined, 'a store without peek holds nothing here')
+})
