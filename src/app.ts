@@ -81,7 +81,7 @@ export async function buildApp ({
   await app.register(securityHeaders)
   await app.register(cors)
   await app.register(loadShedding, sheddingOptions)
-  await app.register(rateLimit)
+  await app.register(rateLimit, { now })
   await app.register(docs)
   await app.register(metricsRoute)
   await app.register(healthRoutes)

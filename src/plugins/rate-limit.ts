@@ -1,8 +1,10 @@
-import rateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { normalizeIP } from '@fastify/rate-limit'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { RATE_LIMITED, withRetryAfter } from '../errors.ts'
 import { isOperationalRoute } from '../http/operational-routes.ts'
+import { LocalRateCounts, type RateCounts } from '../http/rate-counts.ts'
+import { addOnRequest } from '../http/route-hooks.ts'
 import { RATE_LIMIT_WINDOW_MS, STANDALONE_RATE_LIMIT_CLIENTS } from '../http/rate-limit-policy.ts'
 import { SharedRateCounts } from '../redis/shared-rate-counts.ts'
 
@@ -13,64 +15,69 @@ declare module 'fastify' {
   }
 }
 
+interface RateLimitOptions {
+  /** The app's clock (tests move it); default Date.now. */
+  now?: () => number
+}
+
+type Charged = (error?: Error) => void
+
 /**
  * RATE_LIMIT_PER_MINUTE requests per client address per minute (0: no limit). The address is
- * `request.ip`, which follows X-Forwarded-For only when TRUST_PROXY is set. With REDIS_URL the counts
- * are shared through Redis (SharedRateCounts: synced every 100 ms rather than a Redis command per
- * request), so every instance draws on the same budget; while Redis is down each instance counts
- * alone, and if a count fails, requests are let through (skipOnError): a Redis outage is never the
- * caller's problem.
+ * `request.ip`, which follows X-Forwarded-For only when TRUST_PROXY is set; IPv6 clients count per /64
+ * (@fastify/rate-limit's normalizeIP). With REDIS_URL the counts are shared through Redis
+ * (SharedRateCounts: synced every 100 ms rather than a Redis command per request), so every instance
+ * draws on the same budget; while Redis is down each instance counts alone, and a count that fails lets
+ * the request through: a Redis outage is never the caller's problem. The hook is a callback that
+ * answers at once when the count is known here (nearly always): @fastify/rate-limit's own hook awaits
+ * a promise and rebuilds the route's options on every request, a few µs of every cache hit.
  */
-async function clientRateLimit (app: FastifyInstance): Promise<void> {
+async function clientRateLimit (app: FastifyInstance, { now = Date.now }: RateLimitOptions): Promise<void> {
   const { config, redisLayer } = app
-  if (config.RATE_LIMIT_PER_MINUTE === 0) {
+  const max = config.RATE_LIMIT_PER_MINUTE
+  if (max === 0) {
     app.decorate('chargeRateLimit', async () => {})
     return
   }
-  let store: FastifyRateLimitStoreCtor | undefined
-  if (redisLayer !== undefined) {
-    const counts = new SharedRateCounts({
+  const counts: RateCounts = redisLayer === undefined
+    ? new LocalRateCounts({ windowMs: RATE_LIMIT_WINDOW_MS, maxClients: STANDALONE_RATE_LIMIT_CLIENTS, now })
+    : new SharedRateCounts({
       redis: redisLayer.client,
       health: redisLayer.health,
       keyPrefix: `${config.CACHE_KEY_PREFIX}ratelimit:`,
+      windowMs: RATE_LIMIT_WINDOW_MS,
+      now,
       onError: (error) => app.log.debug({ err: error }, 'rate limit counts not synced')
     })
-    // Before the Redis client quits (the redis plugin was registered first, so it closes last).
-    app.addHook('onClose', async () => { await counts.close() })
-    store = handing(counts)
+  // Before the Redis client quits (the redis plugin was registered first, so it closes last).
+  app.addHook('onClose', async () => { await counts.close() })
+
+  const charge = (request: FastifyRequest, reply: FastifyReply, times: number, charged: Charged): void => {
+    counts.add(clientOf(request.ip), times, (count) => {
+      if (count === undefined) return charged()
+      const reset = Math.ceil(count.ttl / 1000)
+      reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', Math.max(0, max - count.current)).header('x-ratelimit-reset', reset)
+      if (count.current <= max) return charged()
+      const retryAfter = Math.max(1, reset)
+      charged(withRetryAfter(new RATE_LIMITED(retryAfter), retryAfter))
+    })
   }
-  // Operational routes get no limiter hook at all, decided once per route (before @fastify/rate-limit's own onRoute).
+  const countRequest: onRequestHookHandler = (request, reply, done) => { charge(request, reply, 1, done) }
+  // Decided once per route: operational routes get no hook at all.
   app.addHook('onRoute', (route) => {
-    if (isOperationalRoute(route.url)) route.config = { ...route.config, rateLimit: false }
+    if (!isOperationalRoute(route.url)) addOnRequest(route, countRequest)
   })
-  await app.register(rateLimit, {
-    max: config.RATE_LIMIT_PER_MINUTE,
-    timeWindow: RATE_LIMIT_WINDOW_MS,
-    ...(store !== undefined ? { store } : { cache: STANDALONE_RATE_LIMIT_CLIENTS }),
-    skipOnError: true,
-    // Thrown to the one error handler, which answers the contract's body with this Retry-After.
-    errorResponseBuilder: (_request, context) => {
-      const seconds = Math.max(1, Math.ceil(context.ttl / 1000))
-      return withRetryAfter(new RATE_LIMITED(seconds), seconds)
-    }
-  })
-  const limit = app.createRateLimit()
   app.decorate('chargeRateLimit', async (request: FastifyRequest, reply: FastifyReply, times: number) => {
-    for (let charged = 0; charged < times; charged++) {
-      const count = await limit(request)
-      if (count.isAllowed) return
-      reply.header('x-ratelimit-remaining', count.remaining)
-      if (count.isExceeded) throw withRetryAfter(new RATE_LIMITED(Math.max(1, count.ttlInSeconds)), count.ttlInSeconds)
-    }
+    if (times <= 0) return
+    await new Promise<void>((resolve, reject) => {
+      charge(request, reply, times, (error) => { if (error === undefined) resolve(); else reject(error) })
+    })
   })
 }
 
-/** @fastify/rate-limit builds its store itself (`new Store(options)`): a class handing it the one built here. */
-function handing (counts: SharedRateCounts): FastifyRateLimitStoreCtor {
-  return class implements FastifyRateLimitStore {
-    incr = counts.incr.bind(counts)
-    child = counts.child.bind(counts)
-  }
+/** IPv4 addresses as they are; IPv6 ones by /64, the block one subscriber usually holds. */
+function clientOf (ip: string): string {
+  return ip.includes(':') ? normalizeIP(ip) : ip
 }
 
 export default fp(clientRateLimit, { name: 'rate-limit', dependencies: ['config', 'redis', 'error-handler'] })

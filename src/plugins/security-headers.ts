@@ -3,6 +3,7 @@ import type { FastifyInstance, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import helmet, { type HelmetOptions } from 'helmet'
 import { DOCS_PREFIX } from '../http/operational-routes.ts'
+import { addOnRequest } from '../http/route-hooks.ts'
 
 /**
  * Helmet's headers, tuned for a JSON API read by browsers on other origins: a content security policy
@@ -57,13 +58,8 @@ async function securityHeaders (app: FastifyInstance): Promise<void> {
     done()
   }
   app.addHook('onRoute', (route) => {
-    if (route.url === DOCS_PREFIX || route.url.startsWith(`${DOCS_PREFIX}/`)) route.onRequest = [...asArray(route.onRequest), setDocsHeaders]
+    if (route.url === DOCS_PREFIX || route.url.startsWith(`${DOCS_PREFIX}/`)) addOnRequest(route, setDocsHeaders)
   })
-}
-
-function asArray<T> (value: T | T[] | undefined): T[] {
-  if (value === undefined) return []
-  return Array.isArray(value) ? value : [value]
 }
 
 export default fp(securityHeaders, { name: 'security-headers', dependencies: ['answer-headers'] })

@@ -1,85 +1,100 @@
 import type { RedisCommands } from './commands.ts'
 import type { RedisHealth } from './health.ts'
+import type { RateCount, RateCounts } from '../http/rate-counts.ts'
 
 export interface SharedRateCountsOptions {
   redis: Pick<RedisCommands, 'incrby' | 'pexpire'>
   health: Pick<RedisHealth, 'up' | 'run'>
   /** Prepended to every counter's key: `<prefix><client>:<window>`. */
   keyPrefix: string
+  windowMs: number
   /** How often the counts taken here are added to Redis, and the deployment's read back. */
   syncIntervalMs?: number
   now?: () => number
   onError: (error: unknown) => void
 }
 
-/** @fastify/rate-limit's answer for a counted request: the deployment-wide count and ms left in the window. */
-export interface RateCount { current: number, ttl: number }
-type Answer = (error: Error | null, count?: RateCount) => void
-
-interface Client { shared: number, pending: number }
+interface Client {
+  /** The deployment's count as Redis last answered it. */
+  shared: number
+  /** Counted here since. */
+  pending: number
+  /** While the client's first read is on its way: the requests that arrived meanwhile, answered with it. */
+  waiting?: Array<() => void>
+}
 
 /** A counter outlives its window by this much, so an instance whose clock is a little behind still finds it. */
 const EXPIRY_SLACK_MS = 5_000
 
 /**
- * A @fastify/rate-limit store whose counts every instance shares through Redis without a Redis
- * command per request. Windows are fixed and aligned to the clock, so every instance counts into the
- * same key. A client's first request here asks Redis (INCRBY 1: the deployment-wide count); while it
- * keeps asking, its requests are counted here and added to Redis every `syncIntervalMs` (one INCRBY per
- * client), which answers the deployment-wide count again; a client idle for a sync is forgotten. So a
- * client sending more than one request per sync interval to an instance costs one Redis command per
- * interval instead of per request, and each instance may let it through, beyond its budget, at most
+ * Per-client counts every instance shares through Redis without a Redis command per request. Windows
+ * are fixed and aligned to the clock, so every instance counts into the same key. A client's first
+ * request here asks Redis (INCRBY: the deployment-wide count), and requests of that client arriving
+ * before the answer wait for that one read (a burst from one address costs one command, not one per
+ * request); while it keeps asking, its requests are counted here and added to Redis every
+ * `syncIntervalMs` (one INCRBY per client), which answers the deployment-wide count again; a client
+ * idle for a sync is forgotten. So each instance may let a client through, beyond its budget, at most
  * what it sent the other instances during about one sync interval (100 ms, plus a round trip).
  * While Redis is down the counts are this instance's alone (the budget applies per instance, never
  * waiting on Redis), and they are added to Redis with the first sync after it is back.
  */
-export class SharedRateCounts {
+export class SharedRateCounts implements RateCounts {
   readonly #redis: SharedRateCountsOptions['redis']
   readonly #health: SharedRateCountsOptions['health']
   readonly #keyPrefix: string
+  readonly #windowMs: number
   readonly #now: () => number
   readonly #onError: (error: unknown) => void
   readonly #timer: NodeJS.Timeout
-  /** Clients counted here since the last sync, in the window that is `#window` windows of `#windowMs` since the epoch. */
+  /** Clients counted here since the last sync, in the window that is `#window` windows of `windowMs` since the epoch. */
   #clients = new Map<string, Client>()
   #window = 0
-  #windowMs = 0
 
   constructor (options: SharedRateCountsOptions) {
     this.#redis = options.redis
     this.#health = options.health
     this.#keyPrefix = options.keyPrefix
+    this.#windowMs = options.windowMs
     this.#now = options.now ?? Date.now
     this.#onError = options.onError
     this.#timer = setInterval(() => { this.sync().catch(this.#onError) }, options.syncIntervalMs ?? 100).unref()
   }
 
-  incr (client: string, answer: Answer, windowMs: number): void {
+  add (client: string, times: number, answer: (count: RateCount | undefined) => void): void {
     const now = this.#now()
-    const window = Math.floor(now / windowMs)
-    const ttl = (window + 1) * windowMs - now
-    if (window !== this.#window || windowMs !== this.#windowMs) {
+    const window = Math.floor(now / this.#windowMs)
+    const ttl = (window + 1) * this.#windowMs - now
+    if (window !== this.#window) {
       // Counts not yet synced belong to a window that is over: nothing will read them.
       this.#clients = new Map()
       this.#window = window
-      this.#windowMs = windowMs
     }
     const known = this.#clients.get(client)
     if (known !== undefined) {
-      known.pending++
-      return answer(null, { current: known.shared + known.pending, ttl })
+      const ordinal = known.pending += times
+      if (known.waiting === undefined) return answer({ current: known.shared + ordinal, ttl })
+      known.waiting.push(() => answer({ current: known.shared + ordinal, ttl }))
+      return
     }
     if (!this.#health.up) {
-      this.#clients.set(client, { shared: 0, pending: 1 })
-      return answer(null, { current: 1, ttl })
+      this.#clients.set(client, { shared: 0, pending: times })
+      return answer({ current: times, ttl })
     }
-    this.#add(client, 1).then((current) => {
-      const counted = this.#clients.get(client)
-      // Two first requests may race: the higher count is kept, and counts taken meanwhile stay pending.
-      if (counted !== undefined) counted.shared = Math.max(counted.shared, current)
-      else if (window === this.#window) this.#clients.set(client, { shared: current, pending: 0 })
-      answer(null, { current, ttl })
-    }, (error: unknown) => answer(error as Error))
+    const counted: Client = { shared: 0, pending: 0, waiting: [] }
+    this.#clients.set(client, counted)
+    this.#add(client, times).then((current) => {
+      counted.shared = current
+      answer({ current, ttl })
+    }, (error: unknown) => {
+      // Let through; counted here, so the next sync adds it.
+      counted.pending += times
+      this.#onError(error)
+      answer(undefined)
+    }).finally(() => {
+      const waiting = counted.waiting ?? []
+      delete counted.waiting
+      for (const answerWaiter of waiting) answerWaiter()
+    }).catch(this.#onError)
   }
 
   /**
@@ -90,8 +105,10 @@ export class SharedRateCounts {
   async sync (): Promise<void> {
     if (!this.#health.up) return
     const clients = this.#clients
-    for (const [client, counted] of clients) if (counted.pending === 0) clients.delete(client)
+    // A client whose first read is still on its way syncs next time.
+    for (const [client, counted] of clients) if (counted.pending === 0 && counted.waiting === undefined) clients.delete(client)
     await Promise.all([...clients].map(async ([client, counted]) => {
+      if (counted.waiting !== undefined) return
       const sent = counted.pending
       counted.pending = 0
       try {
@@ -108,11 +125,6 @@ export class SharedRateCounts {
   async close (): Promise<void> {
     clearInterval(this.#timer)
     await this.sync()
-  }
-
-  /** Per-route limits (a route's own `config.rateLimit`) would need counts of their own: none are configured. */
-  child (): never {
-    throw new Error('per-route rate limits are not supported by SharedRateCounts')
   }
 
   async #add (client: string, count: number): Promise<number> {

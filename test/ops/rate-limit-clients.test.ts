@@ -10,7 +10,7 @@ t.test('with more than 5,000 distinct clients in the window, the first one is st
     await app.inject({ url: '/user/alice?query=nothing', remoteAddress: '10.0.0.1', headers: { 'x-forwarded-for': client } })
 
   t.equal((await ask('198.51.100.7')).statusCode, 400, 'the first client spends its budget')
-  const others = 5_200 // past the 5,000 that @fastify/rate-limit keeps by default
+  const others = 5_200 // past the 5,000 that @fastify/rate-limit's store kept by default
   let refused = 0
   for (let batch = 0; batch < others; batch += 400) {
     const answers = await Promise.all(Array.from({ length: Math.min(400, others - batch) }, async (_, i) => {

@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
-import { SharedRateCounts, type RateCount, type SharedRateCountsOptions } from '../../src/redis/shared-rate-counts.ts'
+import type { RateCount } from '../../src/http/rate-counts.ts'
+import { SharedRateCounts, type SharedRateCountsOptions } from '../../src/redis/shared-rate-counts.ts'
 import { fakeHealth, testRedis } from '../helper.ts'
 
 type CountsRedis = SharedRateCountsOptions['redis']
@@ -11,11 +12,9 @@ const START = 1_000 * MINUTE + 15_000
 /** Counts synced only when the test says so (an hour between timer syncs), on a clock the test moves. */
 function counts (t: Test, redis: CountsRedis, keyPrefix: string, clock = { now: START }, health = fakeHealth()) {
   const errors: unknown[] = []
-  const store = new SharedRateCounts({ redis, health, keyPrefix, syncIntervalMs: 3_600_000, now: () => clock.now, onError: (error) => errors.push(error) })
+  const store = new SharedRateCounts({ redis, health, keyPrefix, windowMs: MINUTE, syncIntervalMs: 3_600_000, now: () => clock.now, onError: (error) => errors.push(error) })
   t.teardown(() => store.close())
-  const incr = async (client: string): Promise<RateCount> => await new Promise((resolve, reject) => {
-    store.incr(client, (error, count) => { if (error !== null || count === undefined) reject(error); else resolve(count) }, MINUTE)
-  })
+  const incr = async (client: string): Promise<RateCount | undefined> => await new Promise((resolve) => { store.add(client, 1, resolve) })
   return { store, incr, errors, clock, health }
 }
 
@@ -31,18 +30,18 @@ t.test('two instances count into one budget: a first request reads it, later one
   const a = counts(t, redis, prefix)
   const b = counts(t, redis, prefix)
   t.same(await a.incr('10.0.0.1'), { current: 1, ttl: 45_000 }, 'counted in Redis; the ms left in the aligned window')
-  t.equal((await a.incr('10.0.0.1')).current, 2)
-  t.equal((await a.incr('10.0.0.1')).current, 3, 'counted here, not yet in Redis')
-  t.equal((await b.incr('10.0.0.1')).current, 2, 'b\'s first request reads Redis: a has synced only its first')
+  t.equal((await a.incr('10.0.0.1'))?.current, 2)
+  t.equal((await a.incr('10.0.0.1'))?.current, 3, 'counted here, not yet in Redis')
+  t.equal((await b.incr('10.0.0.1'))?.current, 2, 'b\'s first request reads Redis: a has synced only its first')
   await a.store.sync()
-  t.equal((await a.incr('10.0.0.1')).current, 5, 'a\'s sync added its two and read b\'s one back')
+  t.equal((await a.incr('10.0.0.1'))?.current, 5, 'a\'s sync added its two and read b\'s one back')
   await Promise.all([a.store.sync(), b.store.sync()])
   t.equal(Number(await redis.get(`${prefix}10.0.0.1:${Math.floor(START / MINUTE)}`)), 5, 'every request counted once in Redis')
-  t.equal((await b.incr('10.0.0.1')).current, 6, 'b had nothing to sync, so it forgot its view and read Redis again')
-  t.equal((await b.incr('10.0.0.1')).current, 7)
+  t.equal((await b.incr('10.0.0.1'))?.current, 6, 'b had nothing to sync, so it forgot its view and read Redis again')
+  t.equal((await b.incr('10.0.0.1'))?.current, 7)
   await b.store.sync()
   t.equal(Number(await redis.get(`${prefix}10.0.0.1:${Math.floor(START / MINUTE)}`)), 7)
-  t.equal((await a.incr('10.0.0.2')).current, 1, 'another client has its own count')
+  t.equal((await a.incr('10.0.0.2'))?.current, 1, 'another client has its own count')
   t.same(a.errors, [])
 })
 
@@ -75,12 +74,12 @@ function fakeRedis () {
 t.test('while Redis is down, each instance counts alone without sending anything; Redis gets the counts back', async (t) => {
   const { redis, total } = fakeRedis()
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
-  t.equal((await a.incr('10.0.0.1')).current, 1)
+  t.equal((await a.incr('10.0.0.1'))?.current, 1)
   a.health.up = false
   redis.failing = true
-  t.equal((await a.incr('10.0.0.1')).current, 2, 'a known client goes on from its count')
-  t.equal((await a.incr('10.0.0.2')).current, 1, 'a new client is counted here')
-  t.equal((await a.incr('10.0.0.2')).current, 2)
+  t.equal((await a.incr('10.0.0.1'))?.current, 2, 'a known client goes on from its count')
+  t.equal((await a.incr('10.0.0.2'))?.current, 1, 'a new client is counted here')
+  t.equal((await a.incr('10.0.0.2'))?.current, 2)
   await a.store.sync()
   t.same(a.errors, [], 'no command was tried')
   a.health.up = true
@@ -89,20 +88,34 @@ t.test('while Redis is down, each instance counts alone without sending anything
   t.equal(total(), 4, 'every request counted once in Redis after it is back')
 })
 
-t.test('a failed first request is let through; a failed sync keeps its counts for the next one', async (t) => {
+t.test('a failed first request is let through and counted here; a failed sync keeps its counts for the next one', async (t) => {
   const { redis, total } = fakeRedis()
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
   redis.failing = true
-  await t.rejects(a.incr('10.0.0.1'), /timed out/)
+  t.equal(await a.incr('10.0.0.1'), undefined, 'no count: let through')
+  t.equal(a.errors.length, 1, 'reported')
   redis.failing = false
-  await a.incr('10.0.0.1')
+  t.equal((await a.incr('10.0.0.1'))?.current, 2, 'the failed one was counted here')
   await a.incr('10.0.0.1')
   redis.failing = true
   await a.store.sync()
-  t.equal(a.errors.length, 1, 'reported')
-  t.equal(total(), 1, 'not added')
-  t.equal((await a.incr('10.0.0.1')).current, 3, 'still counted here')
+  t.equal(a.errors.length, 2, 'reported')
+  t.equal(total(), 0, 'not added')
+  t.equal((await a.incr('10.0.0.1'))?.current, 4, 'still counted here')
   redis.failing = false
   await a.store.close()
-  t.equal(total(), 3, 'added with the next sync (closing syncs)')
+  t.equal(total(), 4, 'added with the next sync (closing syncs)')
+})
+
+t.test('a burst from a new client costs one Redis read, and each request gets its own place in the count', async (t) => {
+  const { redis, total } = fakeRedis()
+  let reads = 0
+  const counting = { ...redis, incrby: async (key: string, count: number) => { reads++; return await redis.incrby(key, count) } }
+  const a = counts(t, counting as unknown as CountsRedis, 'p:')
+  const burst = await Promise.all(Array.from({ length: 50 }, async () => await a.incr('10.0.0.9')))
+  t.equal(reads, 1, 'one read for fifty requests')
+  t.same(burst.map((count) => count?.current), Array.from({ length: 50 }, (_, i) => i + 1))
+  t.equal(total(), 1, 'the first one in Redis')
+  await a.store.sync()
+  t.equal(total(), 50, 'the others with the next sync')
 })

@@ -1,0 +1,51 @@
+import { LRUCache } from 'lru-cache'
+
+/** A client's count in its window, this request's included, and the ms left in that window. */
+export interface RateCount { current: number, ttl: number }
+
+/**
+ * Where the per-client counts live. `add` answers synchronously whenever it can (a hit then takes no
+ * promise); undefined when the count could not be taken, and the request is let through: a failing
+ * count store is never the caller's problem.
+ */
+export interface RateCounts {
+  add: (client: string, times: number, answer: (count: RateCount | undefined) => void) => void
+  close: () => Promise<void>
+}
+
+export interface LocalRateCountsOptions {
+  windowMs: number
+  /** Clients counted at once; past it the least recently seen is forgotten. */
+  maxClients: number
+  now: () => number
+}
+
+interface Window { count: number, endsAt: number }
+
+/** Without Redis: each client's window opens with its first request, counted in this process only. */
+export class LocalRateCounts implements RateCounts {
+  readonly #windows: LRUCache<string, Window>
+  readonly #windowMs: number
+  readonly #now: () => number
+
+  constructor ({ windowMs, maxClients, now }: LocalRateCountsOptions) {
+    this.#windows = new LRUCache({ max: maxClients })
+    this.#windowMs = windowMs
+    this.#now = now
+  }
+
+  add (client: string, times: number, answer: (count: RateCount | undefined) => void): void {
+    const now = this.#now()
+    let window = this.#windows.get(client)
+    if (window === undefined || window.endsAt <= now) {
+      window = { count: 0, endsAt: now + this.#windowMs }
+      this.#windows.set(client, window)
+    }
+    window.count += times
+    answer({ current: window.count, ttl: window.endsAt - now })
+  }
+
+  async close (): Promise<void> {
+    this.#windows.clear()
+  }
+}
