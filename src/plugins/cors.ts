@@ -1,5 +1,5 @@
 import cors from '@fastify/cors'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import type { AnswerHeaders } from './error-handler.ts'
 
@@ -18,15 +18,15 @@ async function corsPolicy (app: FastifyInstance): Promise<void> {
   // Only a real preflight (Origin and Access-Control-Request-Method) is answered; any other OPTIONS is
   // an unsupported method, `405 METHOD_NOT_ALLOWED` like the others, not @fastify/cors's plain-text 400.
   const setHeaders = corsHeaders(origins)
-  app.addHook('onRequest', (request, reply, done) => {
+  const preflightsOnly: onRequestHookHandler = (request, reply, done) => {
     const { origin, 'access-control-request-method': method } = request.headers
-    if (request.method === 'OPTIONS' && (origin === undefined || method === undefined)) {
+    if (origin === undefined || method === undefined) {
       setHeaders(request, reply)
       reply.callNotFound()
     } else {
       done()
     }
-  })
+  }
   const options = {
     origin: anyOrigin ? '*' : origins,
     methods: ['GET', 'HEAD'],
@@ -36,11 +36,19 @@ async function corsPolicy (app: FastifyInstance): Promise<void> {
   }
   if (anyOrigin) {
     // The same two headers on every answer: they join the constant block, and @fastify/cors, in a scope
-    // of its own, answers only the preflights (its OPTIONS route), not every request.
+    // of its own with the preflight check before its hook, answers only the preflights (its OPTIONS
+    // route, every path), so a GET runs neither.
     Object.assign(app.constantHeaders, ANY_ORIGIN_HEADERS)
-    await app.register(async (preflights) => { await preflights.register(cors, options) })
+    await app.register(async (preflights) => {
+      preflights.addHook('onRequest', preflightsOnly)
+      await preflights.register(cors, options)
+    })
   } else {
     app.answerHeaders.push(setHeaders)
+    app.addHook('onRequest', (request, reply, done) => {
+      if (request.method === 'OPTIONS') preflightsOnly.call(app, request, reply, done)
+      else done()
+    })
     await app.register(cors, options)
   }
 }

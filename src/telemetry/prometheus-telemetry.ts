@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { CacheState } from '../cache/cache-entry.ts'
 import type { Resource } from '../resources.ts'
+import { PlainHistogram, type HistogramSeries } from './plain-histogram.ts'
 import type { BreakerState, Telemetry, UpstreamOutcome } from './telemetry.ts'
 
 /** What one answered request looked like, as the request metrics label it. */
@@ -17,7 +18,8 @@ export interface RequestObservation {
 /** One method/route/status/X-Cache combination: its label sets, built once, and its requests since the last scrape. */
 interface RequestSeries {
   requests: { method: string, route: string, status: string }
-  duration: { method: string, route: string }
+  /** Shared by the statuses and X-Cache values of one method and route. */
+  duration: HistogramSeries
   xCache: { route: string, x_cache: string } | undefined
   unscraped: number
 }
@@ -51,7 +53,8 @@ export class PrometheusTelemetry implements Telemetry {
   readonly contentType: string
   readonly #registry = new Registry()
   readonly #requests: Counter<'method' | 'route' | 'status'>
-  readonly #requestSeconds: Histogram<'method' | 'route'>
+  readonly #requestSeconds: PlainHistogram<'method' | 'route'>
+  readonly #durationSeries = new Map<string, HistogramSeries>()
   readonly #xCache: Counter<'route' | 'x_cache'>
   readonly #cacheLookups: Counter<'resource' | 'state'>
   readonly #upstreamCalls: Counter<'resource' | 'outcome'>
@@ -64,8 +67,9 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #breakerOpenings: Counter
   readonly #redisUp: Gauge
   readonly #requestSeries = new Map<string, RequestSeries>()
-  /** Cache lookups since the last scrape, by resource and state (every request makes one). */
-  readonly #unscrapedLookups = new Map<Resource, Map<CacheState, number>>()
+  /** Cache lookups and coalesced waiters since the last scrape: every request makes one, a herd thousands. */
+  readonly #unscrapedLookups = new UnscrapedCounts<'resource' | 'state'>()
+  readonly #unscrapedWaiters = new UnscrapedCounts<'resource'>()
   // The states last reported, to count transitions (a repeated report is not a new window).
   #inBackoff = false
   #breaker: BreakerState | undefined
@@ -81,10 +85,9 @@ export class PrometheusTelemetry implements Telemetry {
       registers,
       collect: () => { this.#addUnscrapedRequests() }
     })
-    this.#requestSeconds = new Histogram({
+    this.#requestSeconds = new PlainHistogram({
       name: `${PREFIX}http_request_duration_seconds`,
       help: 'Time to answer a request, by method and route pattern',
-      labelNames: ['method', 'route'],
       buckets: REQUEST_BUCKETS,
       registers
     })
@@ -100,7 +103,7 @@ export class PrometheusTelemetry implements Telemetry {
       help: 'Cache lookups by resource and result, as the cache reports them (a field query is a profile lookup)',
       labelNames: ['resource', 'state'],
       registers,
-      collect: () => { this.#addUnscrapedLookups() }
+      collect: () => { this.#unscrapedLookups.addTo(this.#cacheLookups) }
     })
     this.#upstreamCalls = new Counter({
       name: `${PREFIX}upstream_calls_total`,
@@ -125,7 +128,8 @@ export class PrometheusTelemetry implements Telemetry {
       name: `${PREFIX}coalesced_waiters_total`,
       help: 'Callers that waited for a load another caller or instance had already started, by resource',
       labelNames: ['resource'],
-      registers
+      registers,
+      collect: () => { this.#unscrapedWaiters.addTo(this.#coalesced) }
     })
     this.#backoffActive = new Gauge({
       name: `${PREFIX}upstream_backoff_active`,
@@ -173,18 +177,12 @@ export class PrometheusTelemetry implements Telemetry {
     if (outcome !== 'short_circuited' && outcome !== 'cancelled') this.#upstreamSeconds.labels(resource).observe(seconds)
   }
 
-  /** Counted in plain numbers, handed to prom-client when scraped (see observeRequest). */
   cacheResult (resource: Resource, state: CacheState): void {
-    let byState = this.#unscrapedLookups.get(resource)
-    if (byState === undefined) {
-      byState = new Map()
-      this.#unscrapedLookups.set(resource, byState)
-    }
-    byState.set(state, (byState.get(state) ?? 0) + 1)
+    this.#unscrapedLookups.add(`${resource} ${state}`, { resource, state })
   }
 
   coalescedWaiter (resource: Resource): void {
-    this.#coalesced.labels(resource).inc()
+    this.#unscrapedWaiters.add(resource, { resource })
   }
 
   backoff (active: boolean): void {
@@ -205,10 +203,10 @@ export class PrometheusTelemetry implements Telemetry {
   }
 
   /**
-   * Called for every request, so it stays cheap: prom-client's labelled `inc` validates and hashes the
-   * labels on each call (three metrics were ~4 µs of a ~90 µs cache hit). The two counters are counted
-   * here in plain numbers and handed to prom-client when it is scraped; the histogram gets label
-   * objects built once per series.
+   * Called for every request, so it stays cheap: prom-client's labelled `inc` and `observe` validate and
+   * hash the labels on each call (three metrics were ~4 µs of a ~90 µs cache hit). The two counters are
+   * counted here in plain numbers and handed to prom-client when it is scraped; the histogram is a
+   * PlainHistogram, its series found once per label set.
    */
   observeRequest ({ method, route, status, seconds, xCache }: RequestObservation): void {
     const key = `${method} ${route} ${status} ${xCache ?? ''}`
@@ -216,7 +214,7 @@ export class PrometheusTelemetry implements Telemetry {
     if (series === undefined) {
       series = {
         requests: { method, route, status: String(status) },
-        duration: { method, route },
+        duration: this.#durationOf(method, route),
         xCache: xCache === undefined ? undefined : { route, x_cache: xCache },
         unscraped: 0
       }
@@ -235,15 +233,41 @@ export class PrometheusTelemetry implements Telemetry {
     }
   }
 
-  #addUnscrapedLookups (): void {
-    for (const [resource, byState] of this.#unscrapedLookups) {
-      for (const [state, count] of byState) this.#cacheLookups.inc({ resource, state }, count)
-      byState.clear()
+  #durationOf (method: string, route: string): HistogramSeries {
+    const key = `${method} ${route}`
+    let series = this.#durationSeries.get(key)
+    if (series === undefined) {
+      series = this.#requestSeconds.series({ method, route })
+      this.#durationSeries.set(key, series)
     }
+    return series
   }
 
   /** The Prometheus text exposition: this app's metrics, then the process's. */
   async render (): Promise<string> {
     return await this.#registry.metrics() + await processMetrics().metrics()
+  }
+}
+
+/**
+ * Counts by label set kept in plain numbers, and added to a prom-client counter when it is scraped:
+ * a labelled `inc` validates and hashes its labels on every call.
+ */
+class UnscrapedCounts<L extends string> {
+  readonly #counts = new Map<string, { labels: Record<L, string>, count: number }>()
+
+  /** One more for this label set; `key` names it, and `labels` is kept from its first time. */
+  add (key: string, labels: Record<L, string>): void {
+    const counted = this.#counts.get(key)
+    if (counted === undefined) this.#counts.set(key, { labels, count: 1 })
+    else counted.count++
+  }
+
+  addTo (counter: Counter<L>): void {
+    for (const counted of this.#counts.values()) {
+      if (counted.count === 0) continue
+      counter.inc(counted.labels, counted.count)
+      counted.count = 0
+    }
   }
 }

@@ -1,5 +1,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
+import { Histogram, Registry } from 'prom-client'
+import { PlainHistogram, type HistogramSeries } from '../../src/telemetry/plain-histogram.ts'
 import { PrometheusTelemetry } from '../../src/telemetry/prometheus-telemetry.ts'
 import { eventually, metric, parseMetrics, RedisServer, type Sample, stack } from '../helper.ts'
 
@@ -148,4 +150,21 @@ t.test('pbff_redis_up: no sample without Redis, 1 while Redis is connected, 0 on
   await eventually(async () => metric(await scrape(app), 'pbff_redis_up') === 1, 'a scrape reports Redis up')
   await redis.stop()
   await eventually(async () => metric(await scrape(app), 'pbff_redis_up') === 0, 'a scrape reports Redis down')
+})
+
+t.test('the request histogram, counted in plain numbers, renders exactly as prom-client\'s own', async (t) => {
+  const buckets = [0.001, 0.01, 0.1, 1]
+  const observations: Array<[string, number]> = [['/a', 0.0004], ['/a', 0.001], ['/a', 0.05], ['/b', 3], ['/a', 0.5], ['/b', 0.01]]
+  const ours = new Registry()
+  const plain = new PlainHistogram<'route'>({ name: 'h', help: 'help', buckets, registers: [ours] })
+  const series = new Map(['/a', '/b'].map((route) => [route, plain.series({ route })]))
+  const theirs = new Registry()
+  const reference = new Histogram({ name: 'h', help: 'help', labelNames: ['route'], buckets, registers: [theirs] })
+  for (const [route, seconds] of observations) {
+    plain.observe(series.get(route) as HistogramSeries, seconds)
+    reference.observe({ route }, seconds)
+  }
+  const rendered = await ours.metrics()
+  t.equal(rendered, await theirs.metrics())
+  t.equal(metric(parseMetrics(rendered), 'h_bucket', { route: '/a', le: '0.01' }), 2)
 })

@@ -83,13 +83,15 @@ t.test('every answer carries a request id; a well-formed X-Request-Id from the c
 })
 
 t.test('an OPTIONS request that is not a preflight is an unsupported method: 405 METHOD_NOT_ALLOWED as JSON', async (t) => {
-  const { app } = await stack(t)
-  for (const headers of [{}, { origin: 'https://app.example' }, { 'access-control-request-method': 'GET' }]) {
-    const res = await app.inject({ method: 'OPTIONS', url: '/profile/alice', headers })
-    t.equal(res.statusCode, 405, JSON.stringify(headers))
-    t.equal(res.headers.allow, 'GET, HEAD')
-    t.same(res.json(), {
-      statusCode: 405, code: 'METHOD_NOT_ALLOWED', error: 'Method Not Allowed', message: 'Method OPTIONS is not allowed here; allowed: GET, HEAD'
-    })
+  for (const CORS_ORIGINS of ['*', 'https://app.example']) {
+    const { app } = await stack(t, { env: { CORS_ORIGINS } })
+    for (const headers of [{}, { origin: 'https://app.example' }, { 'access-control-request-method': 'GET' }]) {
+      const res = await app.inject({ method: 'OPTIONS', url: '/profile/alice', headers })
+      t.equal(res.statusCode, 405, `${CORS_ORIGINS} ${JSON.stringify(headers)}`)
+      t.equal(res.headers.allow, 'GET, HEAD')
+      t.same(res.json(), {
+        statusCode: 405, code: 'METHOD_NOT_ALLOWED', error: 'Method Not Allowed', message: 'Method OPTIONS is not allowed here; allowed: GET, HEAD'
+      })
+    }
   }
 })
