@@ -90,60 +90,73 @@ export function loggerOptions (level: string): LoggerOptions {
 
 /** Where log text goes: `process.stdout`, or a test's recorder. */
 export interface LogOutput {
-  write: (text: string) => unknown
+  write: (bytes: Uint8Array) => unknown
 }
 
 export interface BatchedLogOutputOptions {
-  /** Written at once past this many characters pending. */
-  maxChars?: number
+  /** Bytes gathered before they are written at once. */
+  maxBytes?: number
   /** Written at the latest this long after the first line pending. */
   maxDelayMs?: number
   /** Runs `flush` after `ms` (tests run it themselves); default: an unref'd timer. */
   schedule?: (flush: () => void, ms: number) => void
 }
 
-/** A few hundred access lines: one write system call where there were a few hundred. */
-const MAX_PENDING_CHARS = 16 * 1024
+/** A few dozen access lines: one write system call where there were a few dozen. */
+const MAX_PENDING_BYTES = 16 * 1024
 /** Soon enough for whoever tails the log; lines wait no longer when traffic is light. */
 const MAX_PENDING_MS = 100
+/** A UTF-16 unit is at most 3 bytes of UTF-8: room is known without counting a line's bytes. */
+const MAX_BYTES_PER_CHAR = 3
 
 /**
- * The service's log destination off a terminal: lines are written together, once `maxChars` are pending
- * or `maxDelayMs` after the first one, whichever comes first. pino's default destination makes one write
- * system call per line, and every request logs one; once per event-loop turn was still about one call per
- * request under load (~3 µs of a cache hit). Lines still waiting when the process exits are written by the
- * `exit` listener server.ts adds; only a process killed outright (SIGKILL, a native crash) loses them, at
- * most `maxDelayMs` of them.
+ * The service's log destination off a terminal: lines are encoded into a buffer as they come and written
+ * together, once it is full or `maxDelayMs` after the first line, whichever comes first. pino's default
+ * destination makes one write system call per line, and every request logs one; once per event-loop turn
+ * was still about one call per request under load (~3 µs of a cache hit), and gathering the lines as one
+ * string cost as much again to flatten and encode at the write. Lines still waiting when the process exits
+ * are written by the `exit` listener server.ts adds; only a process killed outright (SIGKILL, a native
+ * crash) loses them, at most `maxDelayMs` of them.
  */
 export class BatchedLogOutput {
   readonly #output: LogOutput
-  readonly #maxChars: number
+  readonly #maxBytes: number
   readonly #maxDelayMs: number
   readonly #schedule: NonNullable<BatchedLogOutputOptions['schedule']>
-  #pending = ''
+  #buffer: Buffer
+  #used = 0
   #scheduled = false
 
-  constructor (output: LogOutput, { maxChars = MAX_PENDING_CHARS, maxDelayMs = MAX_PENDING_MS, schedule = unrefTimer }: BatchedLogOutputOptions = {}) {
+  constructor (output: LogOutput, { maxBytes = MAX_PENDING_BYTES, maxDelayMs = MAX_PENDING_MS, schedule = unrefTimer }: BatchedLogOutputOptions = {}) {
     this.#output = output
-    this.#maxChars = maxChars
+    this.#maxBytes = maxBytes
     this.#maxDelayMs = maxDelayMs
     this.#schedule = schedule
+    this.#buffer = Buffer.allocUnsafe(maxBytes)
   }
 
   write (line: string): void {
-    this.#pending += line
-    if (this.#pending.length >= this.#maxChars) {
-      this.flush()
-    } else if (!this.#scheduled) {
+    const room = line.length * MAX_BYTES_PER_CHAR
+    if (this.#used + room > this.#maxBytes) this.flush()
+    if (room > this.#maxBytes) {
+      // Larger than a whole batch: on its own, in order.
+      this.#output.write(Buffer.from(line))
+      return
+    }
+    this.#used += this.#buffer.write(line, this.#used)
+    if (!this.#scheduled) {
       this.#scheduled = true
       this.#schedule(this.#flushScheduled, this.#maxDelayMs)
     }
   }
 
   readonly flush = (): void => {
-    const text = this.#pending
-    this.#pending = ''
-    if (text !== '') this.#output.write(text)
+    if (this.#used === 0) return
+    const bytes = this.#buffer.subarray(0, this.#used)
+    // A fresh buffer: the output may still hold this one (a full pipe queues the write).
+    this.#buffer = Buffer.allocUnsafe(this.#maxBytes)
+    this.#used = 0
+    this.#output.write(bytes)
   }
 
   readonly #flushScheduled = (): void => {

@@ -134,11 +134,12 @@ t.test('a credential a client put in the query string is censored in the request
   t.notMatch(raw.join('\n'), /sim_q1|q2|q3/)
 })
 
-t.test('off a terminal, lines are written together: after a delay, or at once past a size', async (t) => {
+t.test('off a terminal, lines are written together: after a delay, or at once when the next might not fit', async (t) => {
   const writes: string[] = []
   const timers: Array<{ flush: () => void, ms: number }> = []
-  const output = new BatchedLogOutput({ write: (text: string) => writes.push(text) }, {
-    maxChars: 30,
+  // 48 bytes: room for a 12-character line is counted as 36 (3 bytes a character at most).
+  const output = new BatchedLogOutput({ write: (bytes: Uint8Array) => writes.push(Buffer.from(bytes).toString()) }, {
+    maxBytes: 48,
     maxDelayMs: 100,
     schedule: (flush, ms) => timers.push({ flush, ms })
   })
@@ -150,12 +151,14 @@ t.test('off a terminal, lines are written together: after a delay, or at once pa
   t.same(writes, ['{"msg":"a"}\n{"msg":"b"}\n'], 'one write for the batch, in order')
   output.write('{"msg":"c"}\n')
   output.write('{"msg":"d"}\n')
-  output.write('{"msg":"e"}\n')
-  t.same(writes.slice(1), ['{"msg":"c"}\n{"msg":"d"}\n{"msg":"e"}\n'], 'written at once past maxChars, without waiting')
+  output.write('{"msg":"é"}\n')
+  t.same(writes.slice(1), ['{"msg":"c"}\n{"msg":"d"}\n'], 'written at once when the next line might not fit, without waiting')
   t.equal(timers.length, 2, 'the next batch has its timer')
+  output.write(`{"msg":"${'x'.repeat(20)}"}\n`)
+  t.same(writes.slice(2), ['{"msg":"é"}\n', `{"msg":"${'x'.repeat(20)}"}\n`], 'a line larger than a batch goes on its own, after those before it')
   output.write('{"msg":"f"}\n')
   output.flush()
-  t.same(writes.slice(2), ['{"msg":"f"}\n'], 'flushed on demand (the exit listener)')
+  t.same(writes.slice(4), ['{"msg":"f"}\n'], 'flushed on demand (the exit listener)')
   timers[1]?.flush()
-  t.equal(writes.length, 3, 'nothing written twice, no empty write')
+  t.equal(writes.length, 5, 'nothing written twice, no empty write')
 })
