@@ -95,6 +95,9 @@ export class SwrCache {
   }
 
   async #serve (key: string, resource: Resource, load: Load, callerSignal: CallerSignal | undefined): Promise<Served> {
+    // A load of the key under way here answers before the store could tell anything new: a herd's later
+    // callers join it at once (a revalidation excepted: its callers are served the stale entry).
+    if (this.#inFlight.get(key)?.background === false) return { entry: await this.#wait(key, resource, load, callerSignal), state: 'MISS', at: this.#now() }
     let cached: CacheEntry | undefined
     try {
       cached = await this.#store.get(key)

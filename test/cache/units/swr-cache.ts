@@ -165,3 +165,28 @@ t.test('held: a fresh entry this process holds is a HIT at once; anything else i
   const remote: CacheStore = { get: async () => undefined, purgeMark: async () => '', set: async () => undefined, markStale: async () => 0, close: async () => {} }
   t.equal(new SwrCache({ store: remote, onError: () => {} }).held('k', 'profile'), undefined, 'a store without peek holds nothing here')
 })
+
+t.test('a caller arriving while a load is under way joins it without asking the store', async (t) => {
+  const clock = new Clock()
+  const memory = new MemoryStore({ now: clock.now })
+  let reads = 0
+  const store: CacheStore = {
+    get: async (key) => { reads++; return await memory.get(key) },
+    purgeMark: async (key) => await memory.purgeMark(key),
+    set: async (key, entry, mark) => await memory.set(key, entry, mark),
+    markStale: async (keys, now) => await memory.markStale(keys, now),
+    close: async () => {}
+  }
+  const s = setup(store)
+  s.hold()
+  const first = s.cache.get('k', 'profile', s.load)
+  await settle()
+  t.equal(reads, 1)
+  const later = s.cache.get('k', 'profile', s.load)
+  await settle()
+  t.equal(reads, 1, 'the later caller read nothing')
+  s.release()
+  t.same((await Promise.all([first, later])).map(({ state, entry }) => [state, entry.body]), [['MISS', '"v1"'], ['MISS', '"v1"']])
+  t.equal(s.calls(), 1)
+  t.same(s.waiters, ['profile'], 'reported as a coalesced waiter')
+})
