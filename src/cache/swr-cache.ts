@@ -18,6 +18,12 @@ export type Load = (signal: AbortSignal) => Promise<CacheEntry>
 /** The signal of a caller going away, made on first call (only a caller that must wait for a load asks). */
 export type CallerSignal = () => AbortSignal
 
+/**
+ * Why a load started: the store had nothing servable (`miss`), could not be read (`bypass`), or holds a
+ * stale entry being served meanwhile (`revalidation`: nobody asked for it, so nobody leaving cancels it).
+ */
+type FlightCause = 'miss' | 'bypass' | 'revalidation'
+
 /** One load of a key in this process, shared by its callers. */
 interface Flight {
   promise: Promise<CacheEntry>
@@ -25,8 +31,7 @@ interface Flight {
   controller: AbortController
   /** Callers waiting for it, less those that left. */
   waiters: number
-  /** A revalidation while a stale entry is served: nobody asked for it, so nobody leaving cancels it. */
-  background: boolean
+  cause: FlightCause
 }
 
 /** Where a cache failure happened: a background revalidation, or the store (read, write, purge). */
@@ -95,36 +100,37 @@ export class SwrCache {
   }
 
   async #serve (key: string, resource: Resource, load: Load, callerSignal: CallerSignal | undefined): Promise<Served> {
-    // A load of the key under way here answers before the store could tell anything new: a herd's later
-    // callers join it at once (a revalidation excepted: its callers are served the stale entry).
-    if (this.#inFlight.get(key)?.background === false) return { entry: await this.#wait(key, resource, load, callerSignal), state: 'MISS', at: this.#now() }
+    // A load started because the store had nothing servable answers before the store could tell anything
+    // new: a herd's later callers join it at once. (A revalidation's callers are served the stale entry,
+    // and a bypass's read the store again, which may be back.)
+    if (this.#inFlight.get(key)?.cause === 'miss') return { entry: await this.#wait(key, resource, load, callerSignal, 'miss'), state: 'MISS', at: this.#now() }
     let cached: CacheEntry | undefined
     try {
       cached = await this.#store.get(key)
     } catch (error) {
       this.#onError(error, key, 'store')
-      const entry = await this.#wait(key, resource, load, callerSignal)
+      const entry = await this.#wait(key, resource, load, callerSignal, 'bypass')
       return { entry, state: 'BYPASS', at: this.#now() }
     }
     const now = this.#now()
     if (cached !== undefined && isFresh(cached, now)) return { entry: cached, state: 'HIT', at: now }
     if (cached !== undefined && isServable(cached, now)) {
       if (!this.#inFlight.has(key)) {
-        this.#start(key, resource, cached, load, true).promise.catch((error: unknown) => this.#onError(error, key, 'revalidate'))
+        this.#start(key, resource, cached, load, 'revalidation').promise.catch((error: unknown) => this.#onError(error, key, 'revalidate'))
       }
       return { entry: cached, state: 'STALE', at: now }
     }
-    const entry = await this.#wait(key, resource, load, callerSignal)
+    const entry = await this.#wait(key, resource, load, callerSignal, 'miss')
     return { entry, state: 'MISS', at: this.#now() }
   }
 
   /** One load per key at a time in this process: later callers wait for the first one's, each until it goes away. */
-  async #wait (key: string, resource: Resource, load: Load, callerSignal: CallerSignal | undefined): Promise<CacheEntry> {
+  async #wait (key: string, resource: Resource, load: Load, callerSignal: CallerSignal | undefined, cause: FlightCause): Promise<CacheEntry> {
     // A caller already gone (a batch's later members) starts no load and joins none.
     const gone = callerSignal?.()
     gone?.throwIfAborted()
     let flight = this.#inFlight.get(key)
-    if (flight === undefined) flight = this.#start(key, resource, undefined, load, false)
+    if (flight === undefined) flight = this.#start(key, resource, undefined, load, cause)
     else this.#telemetry.coalescedWaiter(resource)
     flight.waiters++
     if (gone === undefined) return await flight.promise
@@ -136,10 +142,10 @@ export class SwrCache {
     }
   }
 
-  #start (key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, background: boolean): Flight {
+  #start (key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, cause: FlightCause): Flight {
     const controller = new AbortController()
     const promise = this.#loadShared(key, resource, seen, load, controller.signal)
-    const flight: Flight = { promise, controller, waiters: 0, background }
+    const flight: Flight = { promise, controller, waiters: 0, cause }
     this.#inFlight.set(key, flight)
     // Also handles the rejection of a load every caller has left.
     const done = (): void => { this.#forget(key, flight) }
@@ -149,7 +155,7 @@ export class SwrCache {
 
   /** The last caller to leave cancels the load; later callers start their own rather than join a cancelled one. */
   #leave (key: string, flight: Flight): void {
-    if (--flight.waiters > 0 || flight.background) return
+    if (--flight.waiters > 0 || flight.cause === 'revalidation') return
     this.#forget(key, flight)
     flight.controller.abort(new DOMException('every caller of this load went away', 'AbortError'))
   }

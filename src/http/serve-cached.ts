@@ -15,7 +15,7 @@ export interface Representation {
  * Turns a cache answer into HTTP: the caching headers (see cachingHeaders), 304 when the caller already
  * holds the version served now, else the body, compressed when the caller accepts it. A negative entry
  * becomes PROFILE_NOT_FOUND, cacheable for what is left of its freshness. It returns a promise only
- * while a body's encodings are still being made: a hit takes none.
+ * while a body's encodings are still being made (a hit takes none), and undefined once the answer is sent.
  */
 export function serveCached (
   reply: FastifyReply,
@@ -23,7 +23,7 @@ export function serveCached (
   encodings: EncodedBodies,
   representation: Representation = served.entry,
   upstreamMs?: number
-): FastifyReply | Promise<FastifyReply> {
+): Promise<void> | undefined {
   setCachingHeaders(reply, [served], upstreamMs)
   if (served.entry.status === 404) {
     reply.header('cache-control', `public, max-age=${wholeSeconds(served.entry.freshUntil - served.at)}`)
@@ -87,25 +87,28 @@ function combinedFigures (served: readonly Served[]): CachingFigures {
  * caller's preferred coding (br, gzip), from encodings made once per version (a promise only while
  * they are made); each coding has a tag of its own, since its bytes differ.
  */
-export function sendRepresentation (reply: FastifyReply, representation: Representation, encodings: EncodedBodies): FastifyReply | Promise<FastifyReply> {
+export function sendRepresentation (reply: FastifyReply, representation: Representation, encodings: EncodedBodies): Promise<void> | undefined {
   const { body, etag } = representation
-  if (!worthEncoding(body)) return sendEncoded(reply, representation, undefined)
-  const made = encodings.peek(etag)
-  if (made !== undefined) return sendEncoded(reply, representation, made)
-  return encodings.get(etag, body).then((encoded) => sendEncoded(reply, representation, encoded))
+  // Most bodies are too small to gain from encoding; a larger one's encodings are made once, then kept.
+  const made = worthEncoding(body) ? encodings.peek(etag) ?? encodings.get(etag, body) : undefined
+  if (made instanceof Promise) return made.then((encoded) => { sendEncoded(reply, representation, encoded) })
+  sendEncoded(reply, representation, made)
 }
 
-function sendEncoded (reply: FastifyReply, { body, etag }: Representation, encoded: Encodings | undefined): FastifyReply {
+function sendEncoded (reply: FastifyReply, { body, etag }: Representation, encoded: Encodings | undefined): void {
   const coding = encoded === undefined ? undefined : preferredCoding(reply.request.headers['accept-encoding'])
   if (encoded !== undefined) addVary(reply, 'accept-encoding')
   const tag = coding === undefined ? etag : codedEtag(etag, coding)
   // Decided here, after the lookup, against the version served now (not by a tag store that outlives a purge).
   reply.header('etag', tag)
-  if (matchesEtag(reply.request.headers['if-none-match'], tag)) return reply.code(304).send()
-  reply.type('application/json; charset=utf-8')
-  // Already JSON: sent as it is, without a second serialization.
-  if (encoded === undefined || coding === undefined) return reply.send(body)
-  return reply.header('content-encoding', coding).send(encoded[coding])
+  if (matchesEtag(reply.request.headers['if-none-match'], tag)) {
+    reply.code(304).send()
+  } else if (encoded === undefined || coding === undefined) {
+    // Already JSON: sent as it is, without a second serialization.
+    reply.type('application/json; charset=utf-8').send(body)
+  } else {
+    reply.type('application/json; charset=utf-8').header('content-encoding', coding).send(encoded[coding])
+  }
 }
 
 /** `"abc"` in brotli is `"abc-br"`: a tag per coding, derived from the body's. */

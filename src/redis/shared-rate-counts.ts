@@ -86,8 +86,7 @@ export class SharedRateCounts implements RateCounts {
       counted.shared = current
       answer({ current, ttl })
     }, (error: unknown) => {
-      // Let through; counted here, so the next sync adds it.
-      counted.pending += times
+      // Let through, and not counted again: a command that timed out may still have reached Redis.
       this.#onError(error)
       answer(undefined)
     }).finally(() => {

@@ -8,6 +8,8 @@ import { CACHED_HEADERS, withHeaders } from '../schemas/headers.ts'
 import { FIELD_BY_QUERY, FieldQuery, FieldResponse, ProfileResponse, QUERY_VALUES, TimelineResponse, type ProfileField } from '../schemas/profile.ts'
 import batchRoutes from './batch.ts'
 import { serveCached, type Representation } from '../http/serve-cached.ts'
+import type { FastifyReply } from 'fastify'
+import type { Served } from '../cache/swr-cache.ts'
 import type { FieldServed } from '../lookups/lookups.ts'
 import { timed } from '../http/timed.ts'
 import { validationErrors } from '../http/validation-errors.ts'
@@ -38,13 +40,12 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: withHeaders(ProfileResponse, CACHED_HEADERS), ...errorResponses }
     },
     schemaErrorFormatter: usernameErrors
-  }, async (request, reply) => {
+  }, (request, reply) => {
     const { username } = request.params
-    // A fresh entry held here is answered without a promise: most requests, and the cheapest path.
+    // A fresh entry held here is answered at once, without a promise: most requests, and the cheapest path.
     const held = lookups.held('profile', username)
     if (held !== undefined) return serveCached(reply, held, encodings)
-    const { value: served, ms } = await timed(async () => await lookups.profile(username, () => request.signal))
-    return await serveCached(reply, served, encodings, served.entry, ms)
+    return serveLoaded(reply, async () => await lookups.profile(username, () => request.signal))
   })
 
   app.get('/profile/:username/timeline', {
@@ -57,12 +58,11 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: withHeaders(TimelineResponse, CACHED_HEADERS), ...errorResponses }
     },
     schemaErrorFormatter: usernameErrors
-  }, async (request, reply) => {
+  }, (request, reply) => {
     const { username } = request.params
     const held = lookups.held('timeline', username)
     if (held !== undefined) return serveCached(reply, held, encodings)
-    const { value: served, ms } = await timed(async () => await lookups.timeline(username, () => request.signal))
-    return await serveCached(reply, served, encodings, served.entry, ms)
+    return serveLoaded(reply, async () => await lookups.timeline(username, () => request.signal))
   })
 
   app.get('/user/:username', {
@@ -81,20 +81,28 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       querystring: () => new INVALID_FIELD(QUERY_VALUES.join(', '))
     }),
     // Case-insensitive matching: lower-case `query` before the schema checks it against the ten values.
-    preValidation: async (request) => {
+    preValidation: (request, _reply, done) => {
       const query = request.query as { query?: unknown }
       if (typeof query.query === 'string') query.query = query.query.toLowerCase()
+      done()
     }
-  }, async (request, reply) => {
+  }, (request, reply) => {
     const { username } = request.params
     const field = FIELD_BY_QUERY.get(request.query.query) as ProfileField
     const held = lookups.heldField(username, field)
     if (held !== undefined) return serveCached(reply, held, encodings, fieldRepresentation(held, field))
-    const { value: served, ms } = await timed(async () => await lookups.field(username, field, () => request.signal))
-    return await serveCached(reply, served, encodings, fieldRepresentation(served, field), ms)
+    return serveLoaded(reply, async () => await lookups.field(username, field, () => request.signal), (served) => fieldRepresentation(served, field))
   })
 
   await app.register(batchRoutes, { encodings })
+
+  /** What the cache could not answer at once (a miss, a stale entry, a store away): timed for Server-Timing, then served. */
+  async function serveLoaded<S extends Served> (
+    reply: FastifyReply, lookup: () => Promise<S>, representation: (served: S) => Representation = (served) => served.entry
+  ): Promise<void> {
+    const { value: served, ms } = await timed(lookup)
+    await serveCached(reply, served, encodings, representation(served), ms)
+  }
 }
 
 /** A field's body, and its tag, which derives from its profile's: it changes exactly when the profile does. */

@@ -88,23 +88,23 @@ t.test('while Redis is down, each instance counts alone without sending anything
   t.equal(total(), 4, 'every request counted once in Redis after it is back')
 })
 
-t.test('a failed first request is let through and counted here; a failed sync keeps its counts for the next one', async (t) => {
+t.test('a failed first request is let through; a failed sync keeps its counts for the next one', async (t) => {
   const { redis, total } = fakeRedis()
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
   redis.failing = true
   t.equal(await a.incr('10.0.0.1'), undefined, 'no count: let through')
   t.equal(a.errors.length, 1, 'reported')
   redis.failing = false
-  t.equal((await a.incr('10.0.0.1'))?.current, 2, 'the failed one was counted here')
+  t.equal((await a.incr('10.0.0.1'))?.current, 1, 'counted from the next one: a command that timed out may have reached Redis')
   await a.incr('10.0.0.1')
   redis.failing = true
   await a.store.sync()
   t.equal(a.errors.length, 2, 'reported')
   t.equal(total(), 0, 'not added')
-  t.equal((await a.incr('10.0.0.1'))?.current, 4, 'still counted here')
+  t.equal((await a.incr('10.0.0.1'))?.current, 3, 'still counted here')
   redis.failing = false
   await a.store.close()
-  t.equal(total(), 4, 'added with the next sync (closing syncs)')
+  t.equal(total(), 3, 'added with the next sync (closing syncs)')
 })
 
 t.test('a burst from a new client costs one Redis read, and each request gets its own place in the count', async (t) => {

@@ -190,3 +190,26 @@ t.test('a caller arriving while a load is under way joins it without asking the 
   t.equal(s.calls(), 1)
   t.same(s.waiters, ['profile'], 'reported as a coalesced waiter')
 })
+
+t.test('a caller arriving while a load the store could not be read for is under way asks the store again', async (t) => {
+  const clock = new Clock()
+  const memory = new MemoryStore({ now: clock.now })
+  let failing = true
+  const store: CacheStore = {
+    get: async (key) => { if (failing) throw new Error('Redis timed out'); return await memory.get(key) },
+    purgeMark: async (key) => await memory.purgeMark(key),
+    set: async (key, entry, mark) => await memory.set(key, entry, mark),
+    markStale: async (keys, now) => await memory.markStale(keys, now),
+    close: async () => {}
+  }
+  const s = setup(store)
+  s.hold()
+  const first = s.cache.get('k', 'profile', s.load)
+  await settle()
+  failing = false
+  await memory.set('k', createEntry(200, '"from another instance"', clock.now(), freshness))
+  const later = await s.cache.get('k', 'profile', s.load)
+  t.same([later.state, later.entry.body], ['HIT', '"from another instance"'], 'served from the store at once, not after the load')
+  s.release()
+  t.equal((await first).state, 'BYPASS')
+})
