@@ -166,18 +166,21 @@ t.test('held: a fresh entry this process holds is a HIT at once; anything else i
   t.equal(new SwrCache({ store: remote, onError: () => {} }).held('k', 'profile'), undefined, 'a store without peek holds nothing here')
 })
 
-t.test('a caller arriving while a load is under way joins it without asking the store', async (t) => {
-  const clock = new Clock()
-  const memory = new MemoryStore({ now: clock.now })
-  let reads = 0
-  const store: CacheStore = {
-    get: async (key) => { reads++; return await memory.get(key) },
+/** A store that is `memory` but for its reads, which `get` makes. */
+function readingThrough (memory: MemoryStore, get: CacheStore['get']): CacheStore {
+  return {
+    get,
     purgeMark: async (key) => await memory.purgeMark(key),
     set: async (key, entry, mark) => await memory.set(key, entry, mark),
     markStale: async (keys, now) => await memory.markStale(keys, now),
     close: async () => {}
   }
-  const s = setup(store)
+}
+
+t.test('a caller arriving while a load is under way joins it without asking the store', async (t) => {
+  const memory = new MemoryStore()
+  let reads = 0
+  const s = setup(readingThrough(memory, async (key) => { reads++; return await memory.get(key) }))
   s.hold()
   const first = s.cache.get('k', 'profile', s.load)
   await settle()
@@ -192,22 +195,14 @@ t.test('a caller arriving while a load is under way joins it without asking the 
 })
 
 t.test('a caller arriving while a load the store could not be read for is under way asks the store again', async (t) => {
-  const clock = new Clock()
-  const memory = new MemoryStore({ now: clock.now })
+  const memory = new MemoryStore()
   let failing = true
-  const store: CacheStore = {
-    get: async (key) => { if (failing) throw new Error('Redis timed out'); return await memory.get(key) },
-    purgeMark: async (key) => await memory.purgeMark(key),
-    set: async (key, entry, mark) => await memory.set(key, entry, mark),
-    markStale: async (keys, now) => await memory.markStale(keys, now),
-    close: async () => {}
-  }
-  const s = setup(store)
+  const s = setup(readingThrough(memory, async (key) => { if (failing) throw new Error('Redis timed out'); return await memory.get(key) }))
   s.hold()
   const first = s.cache.get('k', 'profile', s.load)
   await settle()
   failing = false
-  await memory.set('k', createEntry(200, '"from another instance"', clock.now(), freshness))
+  await memory.set('k', createEntry(200, '"from another instance"', Date.now(), freshness))
   const later = await s.cache.get('k', 'profile', s.load)
   t.same([later.state, later.entry.body], ['HIT', '"from another instance"'], 'served from the store at once, not after the load')
   s.release()
