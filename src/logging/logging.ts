@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
+import { AccessLineWriter } from './access-line.ts'
 
 /** Query parameters that look like credentials (a client that put its token in the URL). */
 const SECRET_PARAMETER = /token|secret|password|auth|key|session/i
@@ -183,6 +184,14 @@ export function requestId (request: IncomingMessage): string {
  * every line a request causes, it carries the request's `reqId`.
  */
 export class OneLinePerRequest extends LogController {
+  /** Set by `writeThrough`: the app's logger when it is a plain pino (see AccessLineWriter). */
+  #lines: AccessLineWriter | undefined
+
+  /** The app's logger, known only once Fastify has made it from the options this controller is part of. */
+  writeThrough (logger: unknown): void {
+    this.#lines = AccessLineWriter.of(logger)
+  }
+
   override incomingRequest (): void {}
 
   override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
@@ -196,6 +205,7 @@ export class OneLinePerRequest extends LogController {
       ...(typeof xCache === 'string' && { xCache })
     }
     if (error) reply.log.error({ ...line, err: error }, 'request errored')
-    else reply.log.info(line, 'request completed')
+    else if (this.#lines === undefined) reply.log.info(line, 'request completed')
+    else this.#lines.info(request.id, line, 'request completed')
   }
 }

@@ -1,6 +1,9 @@
+import { pino, type ChildLoggerOptions, type Logger, type LoggerOptions } from 'pino'
 import t from 'tap'
-import { BatchedLogOutput } from '../../src/logging/logging.ts'
-import { capturedLogger, stack } from '../helper.ts'
+import { AccessLineWriter } from '../../src/logging/access-line.ts'
+import { BatchedLogOutput, loggerOptions } from '../../src/logging/logging.ts'
+import { requestLogger } from '../../src/logging/request-logger.ts'
+import { capturedLogger, stack, type LogLine } from '../helper.ts'
 
 const USER_AUTHORIZATION = 'Bearer user-jwt-3f9c'
 const USER_COOKIE = 'session=cookie-77ab'
@@ -161,4 +164,69 @@ t.test('off a terminal, lines are written together: after a delay, or at once wh
   t.same(writes.slice(4), ['{"msg":"f"}\n'], 'flushed on demand (the exit listener)')
   timers[1]?.flush()
   t.equal(writes.length, 5, 'nothing written twice, no empty write')
+})
+
+/** A pino logger with the service's options and a fixed time, its lines kept as written. */
+function pinoInto (lines: string[], options: LoggerOptions = {}): Logger {
+  const stream = { write: (line: string) => { lines.push(line) } }
+  return pino({ ...loggerOptions('info'), timestamp: () => ',"time":1700000000000', ...options }, stream)
+}
+
+t.test('the access line is written byte for byte as pino writes it through the request\'s child logger', async (t) => {
+  const written: string[] = []
+  const expected: string[] = []
+  const writer = AccessLineWriter.of(pinoInto(written))
+  const reference = pinoInto(expected)
+  t.ok(writer, 'the service\'s own logger options take the direct path')
+  const requests = [
+    { reqId: 'lb-1234', fields: { method: 'GET', url: '/profile/alice', statusCode: 200, responseTime: 0.07, remoteAddress: '127.0.0.1', xCache: 'HIT' } },
+    { reqId: '5f0c7c1e-6a3b-4f5e-9a3c-2b1d0e9f8a7b', fields: { method: 'GET', url: '/nowhere?q="a\\b"\u0001é😀', statusCode: 404, responseTime: 1.5, remoteAddress: '"10.0.0.1' } }
+  ]
+  for (const { reqId, fields } of requests) {
+    writer?.info(reqId, fields, 'request completed')
+    reference.child({ reqId }).info(fields, 'request completed')
+  }
+  t.same(written, expected)
+  t.same(JSON.parse(written[1] ?? '{}').url, '/nowhere?q="a\\b"\u0001é😀', 'every string escaped as JSON')
+})
+
+t.test('the access line keeps to the logger: its level, and pino\'s own path for a logger that adds to lines', async (t) => {
+  const quiet: string[] = []
+  AccessLineWriter.of(pinoInto(quiet, { level: 'warn' }))?.info('r1', { method: 'GET', url: '/', statusCode: 200, responseTime: 1, remoteAddress: '::1' }, 'request completed')
+  t.same(quiet, [], 'nothing below the logger\'s level')
+  t.equal(AccessLineWriter.of(pinoInto([], { mixin: () => ({ zone: 'eu' }) })), undefined, 'a mixin')
+  t.equal(AccessLineWriter.of(pinoInto([], { redact: ['url'] })), undefined, 'a redaction')
+  t.equal(AccessLineWriter.of(pinoInto([], { formatters: { log: (object) => object } })), undefined, 'a log formatter')
+
+  const lines: string[] = []
+  const { app } = await stack(t, { logger: pinoInto(lines, { mixin: () => ({ zone: 'eu' }) }) })
+  await app.inject('/profile/alice')
+  const line = lines.map((text) => JSON.parse(text) as LogLine).find((entry) => entry.msg === 'request completed')
+  t.equal(line?.zone, 'eu', 'such a logger still gets its access line, through pino')
+  t.equal(line?.statusCode, 200)
+})
+
+t.test('a request\'s logger is made when the request first logs, and logs as its child would', async (t) => {
+  const lines: string[] = []
+  const parent = pinoInto(lines)
+  let made = 0
+  const counting = Object.assign(Object.create(parent) as Logger, {
+    child: (bindings: Record<string, unknown>, options?: ChildLoggerOptions) => { made++; return parent.child(bindings, options) }
+  })
+  const log = requestLogger(counting, { reqId: 'r-1' }, {})
+  t.equal(log.level, 'info', 'the level is its parent\'s, without making it')
+  t.equal(made, 0, 'nothing made before a line')
+  log.info({ n: 1 }, 'first')
+  log.warn('second')
+  log.debug('below the level')
+  log.silent('nothing')
+  t.equal(made, 1, 'made once')
+  t.same(lines.map((text) => JSON.parse(text) as LogLine).map(({ reqId, msg, n }) => ({ reqId, msg, n })),
+    [{ reqId: 'r-1', msg: 'first', n: 1 }, { reqId: 'r-1', msg: 'second', n: undefined }])
+  log.child({ step: 'x' }).error('from a grandchild')
+  t.match(JSON.parse(lines[2] ?? '{}'), { reqId: 'r-1', step: 'x', level: 50 })
+  log.level = 'debug'
+  log.debug('now shown')
+  t.equal(lines.length, 4, 'a level set on it applies to it')
+  t.equal(requestLogger(parent, { reqId: 'r-2' }, { level: 'warn' }).level, 'warn', 'a route\'s own level')
 })
