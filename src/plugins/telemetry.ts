@@ -23,7 +23,7 @@ async function telemetry (app: FastifyInstance): Promise<void> {
       route: request.routeOptions.url ?? UNMATCHED_ROUTE,
       status: reply.statusCode,
       seconds: reply.elapsedTime / 1000,
-      ...(typeof xCache === 'string' && { xCache })
+      xCache: typeof xCache === 'string' ? xCache : undefined
     })
     done()
   })

@@ -66,7 +66,9 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #breakerState: Gauge<'state'>
   readonly #breakerOpenings: Counter
   readonly #redisUp: Gauge
-  readonly #requestSeries = new Map<string, RequestSeries>()
+  /** Method → route → status → X-Cache ('' for none): a request's series found without building a key string. */
+  readonly #requestSeries = new Map<string, Map<string, Map<number, Map<string, RequestSeries>>>>()
+  readonly #allRequestSeries: RequestSeries[] = []
   /** Cache lookups and coalesced waiters since the last scrape: every request makes one, a herd thousands. */
   readonly #unscrapedLookups = new UnscrapedCounts<'resource' | 'state'>()
   readonly #unscrapedWaiters = new UnscrapedCounts<'resource'>()
@@ -209,8 +211,8 @@ export class PrometheusTelemetry implements Telemetry {
    * PlainHistogram, its series found once per label set.
    */
   observeRequest ({ method, route, status, seconds, xCache }: RequestObservation): void {
-    const key = `${method} ${route} ${status} ${xCache ?? ''}`
-    let series = this.#requestSeries.get(key)
+    const byXCache = inner(inner(inner(this.#requestSeries, method), route), status)
+    let series = byXCache.get(xCache ?? '')
     if (series === undefined) {
       series = {
         requests: { method, route, status: String(status) },
@@ -218,14 +220,15 @@ export class PrometheusTelemetry implements Telemetry {
         xCache: xCache === undefined ? undefined : { route, x_cache: xCache },
         unscraped: 0
       }
-      this.#requestSeries.set(key, series)
+      byXCache.set(xCache ?? '', series)
+      this.#allRequestSeries.push(series)
     }
     series.unscraped++
     this.#requestSeconds.observe(series.duration, seconds)
   }
 
   #addUnscrapedRequests (): void {
-    for (const series of this.#requestSeries.values()) {
+    for (const series of this.#allRequestSeries) {
       if (series.unscraped === 0) continue
       this.#requests.inc(series.requests, series.unscraped)
       if (series.xCache !== undefined) this.#xCache.inc(series.xCache, series.unscraped)
@@ -270,4 +273,14 @@ class UnscrapedCounts<L extends string> {
       counted.count = 0
     }
   }
+}
+
+/** The map under `key`, made on first use. */
+function inner<K, K2, V> (outer: Map<K, Map<K2, V>>, key: K): Map<K2, V> {
+  let map = outer.get(key)
+  if (map === undefined) {
+    map = new Map()
+    outer.set(key, map)
+  }
+  return map
 }
