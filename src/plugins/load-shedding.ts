@@ -1,6 +1,6 @@
 import { getHeapStatistics } from 'node:v8'
 import underPressure, { type FastifyUnderPressureOptions } from '@fastify/under-pressure'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { SERVICE_OVERLOADED, withRetryAfter } from '../errors.ts'
 
@@ -27,15 +27,26 @@ const DEFAULT_LOAD_SHEDDING: LoadSheddingOptions = {
  */
 const ANSWERED_UNDER_PRESSURE = new Set(['/healthz', '/metrics'])
 
-/** @fastify/under-pressure, answering the contract's 503 SERVICE_OVERLOADED with Retry-After. */
+/**
+ * @fastify/under-pressure measures (event-loop delay and heap, sampled on a timer) and decides, from its
+ * own scope: its per-request hook rebuilds the route's options on every request to find a route-level
+ * handler we do not use. This hook asks it first, a few comparisons, and looks at the route only under
+ * pressure. A shed request gets the contract's 503 SERVICE_OVERLOADED with Retry-After.
+ */
 async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions): Promise<void> {
-  await app.register(underPressure, {
-    ...DEFAULT_LOAD_SHEDDING,
-    ...options,
-    pressureHandler: async (request: FastifyRequest) => {
-      if (ANSWERED_UNDER_PRESSURE.has(request.routeOptions.url ?? '')) return
-      throw withRetryAfter(new SERVICE_OVERLOADED(SHED_RETRY_AFTER_SECONDS), SHED_RETRY_AFTER_SECONDS)
+  let measured: FastifyInstance | undefined
+  await app.register(async (scope) => {
+    await scope.register(underPressure, { ...DEFAULT_LOAD_SHEDDING, ...options })
+    measured = scope
+  })
+  const isUnderPressure = (): boolean => measured?.isUnderPressure() === true
+  app.decorate('isUnderPressure', isUnderPressure)
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (!isUnderPressure() || ANSWERED_UNDER_PRESSURE.has(request.routeOptions.url ?? '')) {
+      done()
+      return
     }
+    done(withRetryAfter(new SERVICE_OVERLOADED(SHED_RETRY_AFTER_SECONDS), SHED_RETRY_AFTER_SECONDS))
   })
 }
 
