@@ -225,8 +225,11 @@ t.test('a request\'s logger is made when the request first logs, and logs as its
     [{ reqId: 'r-1', msg: 'first', n: 1 }, { reqId: 'r-1', msg: 'second', n: undefined }])
   log.child({ step: 'x' }).error('from a grandchild')
   t.match(JSON.parse(lines[2] ?? '{}'), { reqId: 'r-1', step: 'x', level: 50 })
-  log.level = 'debug'
+  log.level = 'trace'
   log.debug('now shown')
-  t.equal(lines.length, 4, 'a level set on it applies to it')
+  log.trace('and this')
+  log.error('an error')
+  log.fatal('a fatal')
+  t.same(lines.slice(3).map((text) => (JSON.parse(text) as LogLine).level), [20, 10, 50, 60], 'a level set on it applies to it; every level')
   t.equal(requestLogger(parent, { reqId: 'r-2' }, { level: 'warn' }).level, 'warn', 'a route\'s own level')
 })
