@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
-import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
+import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify'
 import { AccessLineWriter } from './access-line.ts'
+import { writesAs } from './request-logger.ts'
 
 /** Query parameters that look like credentials (a client that put its token in the URL). */
 const SECRET_PARAMETER = /token|secret|password|auth|key|session/i
@@ -184,12 +185,13 @@ export function requestId (request: IncomingMessage): string {
  * every line a request causes, it carries the request's `reqId`.
  */
 export class OneLinePerRequest extends LogController {
-  /** Set by `writeThrough`: the app's logger when it is a plain pino (see AccessLineWriter). */
-  #lines: AccessLineWriter | undefined
+  /** Set by `writeThrough` when the app's logger is a plain pino (see AccessLineWriter). */
+  #direct: { logger: FastifyBaseLogger, lines: AccessLineWriter } | undefined
 
   /** The app's logger, known only once Fastify has made it from the options this controller is part of. */
-  writeThrough (logger: unknown): void {
-    this.#lines = AccessLineWriter.of(logger)
+  writeThrough (logger: FastifyBaseLogger): void {
+    const lines = AccessLineWriter.of(logger, this.requestIdLogLabel)
+    this.#direct = lines === undefined ? undefined : { logger, lines }
   }
 
   override incomingRequest (): void {}
@@ -204,8 +206,13 @@ export class OneLinePerRequest extends LogController {
       remoteAddress: request.ip,
       ...(typeof xCache === 'string' && { xCache })
     }
-    if (error) reply.log.error({ ...line, err: error }, 'request errored')
-    else if (this.#lines === undefined) reply.log.info(line, 'request completed')
-    else this.#lines.info(request.id, line, 'request completed')
+    if (error) {
+      reply.log.error({ ...line, err: error }, 'request errored')
+      return
+    }
+    // Written directly only when the request's logger would write what the app's does (no route or plugin level).
+    const direct = this.#direct
+    const written = direct !== undefined && writesAs(reply.log, direct.logger) && direct.lines.info(request.id, line, 'request completed')
+    if (!written) reply.log.info(line, 'request completed')
   }
 }

@@ -14,11 +14,19 @@ class RequestLogger implements FastifyBaseLogger {
   readonly #bindings: Bindings
   readonly #options: ChildLoggerOptions
   #child: FastifyBaseLogger | undefined
+  /** A level or serializers of its own: a route's or a plugin's, or a level set on it. */
+  #ownSettings: boolean
 
   constructor (parent: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions) {
     this.#parent = parent
     this.#bindings = bindings
     this.#options = options
+    this.#ownSettings = options.level !== undefined || options.serializers !== undefined
+  }
+
+  /** Whether it writes a line exactly as `logger` would with its bindings added. */
+  writesAs (logger: FastifyBaseLogger): boolean {
+    return !this.#ownSettings && this.#parent === logger
   }
 
   get level (): string {
@@ -26,6 +34,7 @@ class RequestLogger implements FastifyBaseLogger {
   }
 
   set level (level: string) {
+    this.#ownSettings = true
     this.#logger().level = level
   }
 
@@ -55,4 +64,9 @@ class RequestLogger implements FastifyBaseLogger {
 /** Fastify's `childLoggerFactory`: each request's logger, made only if the request logs. */
 export function requestLogger (logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
   return new RequestLogger(logger, bindings, options)
+}
+
+/** Whether `log` is a request's logger that writes as `logger` does, with nothing of its own (see RequestLogger). */
+export function writesAs (log: FastifyBaseLogger, logger: FastifyBaseLogger): boolean {
+  return log instanceof RequestLogger && log.writesAs(logger)
 }

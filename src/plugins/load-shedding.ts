@@ -41,6 +41,7 @@ async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions)
   })
   const isUnderPressure = (): boolean => measured?.isUnderPressure() === true
   app.decorate('isUnderPressure', isUnderPressure)
+  app.decorate('memoryUsage', () => (measured as FastifyInstance).memoryUsage())
   app.addHook('onRequest', (request, _reply, done) => {
     if (!isUnderPressure() || ANSWERED_UNDER_PRESSURE.has(request.routeOptions.url ?? '')) {
       done()

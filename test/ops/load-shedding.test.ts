@@ -53,5 +53,6 @@ t.test('the service sheds load with production thresholds, and is not under pres
   const { app } = await stack(t, { loadShedding: {} })
   t.equal(typeof app.isUnderPressure, 'function', 'load shedding is installed')
   t.equal(app.isUnderPressure(), false)
+  t.match(app.memoryUsage(), { eventLoopDelay: Number, heapUsed: Number, rssBytes: Number }, 'its measures, as under-pressure reports them')
   t.equal((await app.inject('/profile/alice')).statusCode, 200)
 })

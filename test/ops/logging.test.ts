@@ -1,7 +1,9 @@
+import { tracingChannel } from 'node:diagnostics_channel'
+import Fastify from 'fastify'
 import { pino, type ChildLoggerOptions, type Logger, type LoggerOptions } from 'pino'
 import t from 'tap'
 import { AccessLineWriter } from '../../src/logging/access-line.ts'
-import { BatchedLogOutput, loggerOptions } from '../../src/logging/logging.ts'
+import { BatchedLogOutput, loggerOptions, OneLinePerRequest } from '../../src/logging/logging.ts'
 import { requestLogger } from '../../src/logging/request-logger.ts'
 import { capturedLogger, stack, type LogLine } from '../helper.ts'
 
@@ -180,23 +182,35 @@ t.test('the access line is written byte for byte as pino writes it through the r
   t.ok(writer, 'the service\'s own logger options take the direct path')
   const requests = [
     { reqId: 'lb-1234', fields: { method: 'GET', url: '/profile/alice', statusCode: 200, responseTime: 0.07, remoteAddress: '127.0.0.1', xCache: 'HIT' } },
-    { reqId: '5f0c7c1e-6a3b-4f5e-9a3c-2b1d0e9f8a7b', fields: { method: 'GET', url: '/nowhere?q="a\\b"\u0001é😀', statusCode: 404, responseTime: 1.5, remoteAddress: '"10.0.0.1' } }
+    { reqId: '5f0c7c1e-6a3b-4f5e-9a3c-2b1d0e9f8a7b', fields: { method: 'GET', url: '/nowhere?q="a\\b"\u0001é😀', statusCode: 404, responseTime: 1.5, remoteAddress: '"10.0.0.1' } },
+    { reqId: 'r-3', fields: { method: 'HEAD', url: '/', statusCode: 200, responseTime: Number.NaN, remoteAddress: undefined } }
   ]
   for (const { reqId, fields } of requests) {
-    writer?.info(reqId, fields, 'request completed')
+    t.equal(writer?.info(reqId, fields, 'request completed'), true)
     reference.child({ reqId }).info(fields, 'request completed')
   }
   t.same(written, expected)
   t.same(JSON.parse(written[1] ?? '{}').url, '/nowhere?q="a\\b"\u0001é😀', 'every string escaped as JSON')
+
+  const labelled: string[] = []
+  AccessLineWriter.of(pinoInto(labelled), 'requestId')?.info('r-4', requests[0]?.fields ?? { method: '', url: '', statusCode: 0, responseTime: 0, remoteAddress: '' }, 'request completed')
+  t.equal((JSON.parse(labelled[0] ?? '{}') as LogLine).requestId, 'r-4', 'the id under Fastify\'s requestIdLogLabel')
 })
 
 t.test('the access line keeps to the logger: its level, and pino\'s own path for a logger that adds to lines', async (t) => {
   const quiet: string[] = []
   AccessLineWriter.of(pinoInto(quiet, { level: 'warn' }))?.info('r1', { method: 'GET', url: '/', statusCode: 200, responseTime: 1, remoteAddress: '::1' }, 'request completed')
   t.same(quiet, [], 'nothing below the logger\'s level')
-  t.equal(AccessLineWriter.of(pinoInto([], { mixin: () => ({ zone: 'eu' }) })), undefined, 'a mixin')
-  t.equal(AccessLineWriter.of(pinoInto([], { redact: ['url'] })), undefined, 'a redaction')
-  t.equal(AccessLineWriter.of(pinoInto([], { formatters: { log: (object) => object } })), undefined, 'a log formatter')
+  const adding: Array<[string, LoggerOptions]> = [
+    ['a mixin', { mixin: () => ({ zone: 'eu' }) }],
+    ['a redaction', { redact: ['url'] }],
+    ['a redaction of every key', { redact: ['*'] }],
+    ['a log formatter', { formatters: { log: (object) => object } }],
+    ['a message prefix', { msgPrefix: '[api] ' }],
+    ['a log-method hook', { hooks: { logMethod (args, method) { method.apply(this, args) } } }],
+    ['a serializer of the message', { serializers: { msg: (text: string) => text.toUpperCase() } }]
+  ]
+  for (const [name, options] of adding) t.equal(AccessLineWriter.of(pinoInto([], options)), undefined, name)
 
   const lines: string[] = []
   const { app } = await stack(t, { logger: pinoInto(lines, { mixin: () => ({ zone: 'eu' }) }) })
@@ -204,6 +218,30 @@ t.test('the access line keeps to the logger: its level, and pino\'s own path for
   const line = lines.map((text) => JSON.parse(text) as LogLine).find((entry) => entry.msg === 'request completed')
   t.equal(line?.zone, 'eu', 'such a logger still gets its access line, through pino')
   t.equal(line?.statusCode, 200)
+})
+
+t.test('a route\'s or a request\'s own log settings, and a tracer of pino\'s lines, get the line through pino', async (t) => {
+  const lines: string[] = []
+  const logController = new OneLinePerRequest()
+  const app = Fastify({ loggerInstance: pinoInto(lines), logController, childLoggerFactory: requestLogger })
+  logController.writeThrough(app.log)
+  t.teardown(() => app.close())
+  app.get('/plain', async () => 'ok')
+  app.get('/quiet', { logLevel: 'warn' }, async () => 'ok')
+  app.get('/hushed', { onRequest: (request, _reply, done) => { request.log.level = 'error'; done() } }, async () => 'ok')
+  app.get('/masked', { logSerializers: { url: () => '[masked]' } }, async () => 'ok')
+  for (const url of ['/plain', '/quiet', '/hushed', '/masked']) await app.inject(url)
+  const completed = () => lines.map((text) => JSON.parse(text) as LogLine).filter((line) => line.msg === 'request completed')
+  t.same(completed().map(({ url }) => url), ['/plain', '[masked]'], 'a route\'s level or serializer, or a level set on the request, applies')
+
+  const traced: unknown[] = []
+  const onStart = (message: unknown): void => { traced.push(message) }
+  const channel = tracingChannel('pino_asJson')
+  channel.start.subscribe(onStart)
+  t.teardown(() => channel.start.unsubscribe(onStart))
+  await app.inject('/plain')
+  t.equal(completed().length, 3, 'still one line')
+  t.equal(traced.length, 1, 'and the tracer saw it')
 })
 
 t.test('a request\'s logger is made when the request first logs, and logs as its child would', async (t) => {
