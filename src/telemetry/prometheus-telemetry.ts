@@ -70,8 +70,8 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #requestSeries = new Map<string, Map<string, Map<number, Map<string, RequestSeries>>>>()
   readonly #allRequestSeries: RequestSeries[] = []
   /** Cache lookups and coalesced waiters since the last scrape: every request makes one, a herd thousands. */
-  readonly #unscrapedLookups = new UnscrapedCounts<'resource' | 'state'>()
-  readonly #unscrapedWaiters = new UnscrapedCounts<'resource'>()
+  readonly #unscrapedLookups = new UnscrapedCounts('resource', 'state')
+  readonly #unscrapedWaiters = new UnscrapedCounts('resource')
   // The states last reported, to count transitions (a repeated report is not a new window).
   #inBackoff = false
   #breaker: BreakerState | undefined
@@ -180,11 +180,11 @@ export class PrometheusTelemetry implements Telemetry {
   }
 
   cacheResult (resource: Resource, state: CacheState): void {
-    this.#unscrapedLookups.add(`${resource} ${state}`, { resource, state })
+    this.#unscrapedLookups.add(resource, state)
   }
 
   coalescedWaiter (resource: Resource): void {
-    this.#unscrapedWaiters.add(resource, { resource })
+    this.#unscrapedWaiters.add(resource)
   }
 
   backoff (active: boolean): void {
@@ -257,20 +257,37 @@ export class PrometheusTelemetry implements Telemetry {
  * a labelled `inc` validates and hashes its labels on every call.
  */
 class UnscrapedCounts<L extends string> {
-  readonly #counts = new Map<string, { labels: Record<L, string>, count: number }>()
+  /** First label's value → second's ('' when there is one label) → its labels and count. */
+  readonly #counts = new Map<string, Map<string, { labels: Partial<Record<L, string>>, count: number }>>()
+  readonly #firstName: L
+  readonly #secondName: L | undefined
 
-  /** One more for this label set; `key` names it, and `labels` is kept from its first time. */
-  add (key: string, labels: Record<L, string>): void {
-    const counted = this.#counts.get(key)
-    if (counted === undefined) this.#counts.set(key, { labels, count: 1 })
-    else counted.count++
+  constructor (firstName: L, secondName?: L) {
+    this.#firstName = firstName
+    this.#secondName = secondName
+  }
+
+  /** One more for these label values, found without building a key or a labels object (every request adds one). */
+  add (first: string, second = ''): void {
+    const bySecond = inner(this.#counts, first)
+    const counted = bySecond.get(second)
+    if (counted !== undefined) {
+      counted.count++
+      return
+    }
+    const labels: Partial<Record<L, string>> = {}
+    labels[this.#firstName] = first
+    if (this.#secondName !== undefined) labels[this.#secondName] = second
+    bySecond.set(second, { labels, count: 1 })
   }
 
   addTo (counter: Counter<L>): void {
-    for (const counted of this.#counts.values()) {
-      if (counted.count === 0) continue
-      counter.inc(counted.labels, counted.count)
-      counted.count = 0
+    for (const bySecond of this.#counts.values()) {
+      for (const counted of bySecond.values()) {
+        if (counted.count === 0) continue
+        counter.inc(counted.labels, counted.count)
+        counted.count = 0
+      }
     }
   }
 }
