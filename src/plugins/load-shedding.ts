@@ -34,16 +34,17 @@ const ANSWERED_UNDER_PRESSURE = new Set(['/healthz', '/metrics'])
  * pressure. A shed request gets the contract's 503 SERVICE_OVERLOADED with Retry-After.
  */
 async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions): Promise<void> {
-  let measured: FastifyInstance | undefined
+  let measuring: FastifyInstance | undefined
   await app.register(async (scope) => {
     await scope.register(underPressure, { ...DEFAULT_LOAD_SHEDDING, ...options })
-    measured = scope
+    measuring = scope
   })
-  const isUnderPressure = (): boolean => measured?.isUnderPressure() === true
-  app.decorate('isUnderPressure', isUnderPressure)
-  app.decorate('memoryUsage', () => (measured as FastifyInstance).memoryUsage())
+  // Set by the registration just awaited.
+  const pressure = measuring as FastifyInstance
+  app.decorate('isUnderPressure', () => pressure.isUnderPressure())
+  app.decorate('memoryUsage', () => pressure.memoryUsage())
   app.addHook('onRequest', (request, _reply, done) => {
-    if (!isUnderPressure() || ANSWERED_UNDER_PRESSURE.has(request.routeOptions.url ?? '')) {
+    if (!pressure.isUnderPressure() || ANSWERED_UNDER_PRESSURE.has(request.routeOptions.url ?? '')) {
       done()
       return
     }

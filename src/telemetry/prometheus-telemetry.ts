@@ -68,6 +68,7 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #redisUp: Gauge
   /** Method → route → status → X-Cache ('' for none): a request's series found without building a key string. */
   readonly #requestSeries = new Map<string, Map<string, Map<number, Map<string, RequestSeries>>>>()
+  /** The same series in one list, in the order first seen: what a scrape walks. */
   readonly #allRequestSeries: RequestSeries[] = []
   /** Cache lookups and coalesced waiters since the last scrape: every request makes one, a herd thousands. */
   readonly #unscrapedLookups = new UnscrapedCounts('resource', 'state')
