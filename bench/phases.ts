@@ -14,14 +14,62 @@ const WARM_CONCURRENCY = 10
 const SHED_RETRIES = 10
 const SHED_RETRY_PAUSE_MS = 1_000
 
+/** One herd, and its floor: the same burst against bare Fastify holding each request for the upstream latency. */
+export type ShelterRound = BenchResults['shelter']['rounds'][number]
+
+/**
+ * `rounds` herds of `requests` concurrent requests for a username nobody asked for yet, each against a
+ * pair of instances started for it (sharing a cache, each having answered one request of its own), and
+ * each with its floor: the same burst against a pair of fresh bare Fastify instances. One burst moves by
+ * tens of milliseconds from the next on a shared machine, so the goal is checked on the rounds' medians;
+ * which of the two goes first alternates, so that a machine growing busier weighs on both. Returns the
+ * rounds and the last herd's instances, still running.
+ */
+export async function shelterRounds (
+  { rounds, requests, simulatorUrl, username, startPair, startFloorPair }: {
+    rounds: number
+    requests: number
+    simulatorUrl: string
+    username: string
+    startPair: () => Promise<RunningChild[]>
+    startFloorPair: () => Promise<RunningChild[]>
+  }
+): Promise<{ rounds: ShelterRound[], instances: RunningChild[] }> {
+  const results: ShelterRound[] = []
+  let instances: RunningChild[] = []
+  for (let round = 1; round <= rounds; round++) {
+    const herd = async (): Promise<Omit<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> => {
+      await Promise.all(instances.map(async (instance) => await instance.stop()))
+      instances = await startPair()
+      return await shelter({ instances, simulatorUrl, requests, username: `${username}-${round}` })
+    }
+    const floor = async (): Promise<Pick<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> => {
+      const bares = await startFloorPair()
+      try {
+        return await shelterFloor(bares, requests)
+      } finally {
+        await Promise.all(bares.map(async (bare) => await bare.stop()))
+      }
+    }
+    if (round % 2 === 1) {
+      const herdResult = await herd()
+      results.push({ ...herdResult, ...await floor() })
+    } else {
+      const floorResult = await floor()
+      results.push({ ...await herd(), ...floorResult })
+    }
+  }
+  return { rounds: results, instances }
+}
+
 /**
  * `requests` concurrent requests for one username nobody asked for yet, spread evenly over `instances`
  * that share a cache. Each instance first answers a username of its own, so its token and upstream
  * connection are warm and only the username is cold.
  */
-export async function shelter (
+async function shelter (
   { instances, simulatorUrl, requests, username }: { instances: RunningChild[], simulatorUrl: string, requests: number, username: string }
-): Promise<Omit<BenchResults['shelter'], 'floorP50Ms' | 'floorP99Ms'>> {
+): Promise<Omit<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> {
   for (const [index, instance] of instances.entries()) {
     const pool = connectionsTo(instance.url, 1)
     const warm = await timedGet(pool, `/profile/${username}-warm-up-${index}`).finally(async () => await pool.close())
@@ -31,8 +79,6 @@ export async function shelter (
   const counts = await simulatorCounts(simulatorUrl)
   const latencies = results.map((result) => result.ms)
   return {
-    requests,
-    instances: instances.length,
     upstreamCalls: counts.calls[`profile:${username}`] ?? 0,
     p50Ms: percentile(latencies, 50),
     p99Ms: percentile(latencies, 99),
@@ -45,7 +91,7 @@ export async function shelter (
  * The same burst against bare Fastify instances (as many as the shelter had) holding each request for
  * the upstream latency: the floor.
  */
-export async function shelterFloor (bares: RunningChild[], requests: number): Promise<{ floorP50Ms: number, floorP99Ms: number }> {
+async function shelterFloor (bares: RunningChild[], requests: number): Promise<Pick<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> {
   const results = await socketBurst(bares.map((bare) => bare.port), '/slow/profile/anyone', requests)
   const failed = results.filter((result) => result.status !== 200).length
   if (failed > 0) throw new Error(`bare Fastify failed ${failed} of the floor burst's requests`)
