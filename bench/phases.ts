@@ -39,9 +39,11 @@ export async function shelterRounds (
   let instances: RunningChild[] = []
   for (let round = 1; round <= rounds; round++) {
     const herd = async (): Promise<Omit<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> => {
-      await Promise.all(instances.map(async (instance) => await instance.stop()))
       instances = await startPair()
-      return await shelter({ instances, simulatorUrl, requests, username: `${username}-${round}` })
+      const result = await shelter({ instances, simulatorUrl, requests, username: `${username}-${round}` })
+      // The last pair stays, for the hit path; the others go before the next burst.
+      if (round < rounds) await Promise.all(instances.map(async (instance) => await instance.stop()))
+      return result
     }
     const floor = async (): Promise<Pick<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> => {
       const bares = await startFloorPair()
