@@ -21,9 +21,10 @@ export type ShelterRound = BenchResults['shelter']['rounds'][number]
  * `rounds` herds of `requests` concurrent requests for a username nobody asked for yet, each against a
  * pair of instances started for it (sharing a cache, each having answered one request of its own), and
  * each with its floor: the same burst against a pair of fresh bare Fastify instances. One burst moves by
- * tens of milliseconds from the next on a shared machine, so the goal is checked on the rounds' medians;
- * which of the two goes first alternates, so that a machine growing busier weighs on both. Returns the
- * rounds and the last herd's instances, still running.
+ * tens of milliseconds from the next on a shared machine, so the goal is checked on the median of the
+ * rounds' differences; which of the two goes first alternates, so that a machine growing busier weighs on
+ * both, and the last round's floor goes first, so that no floor burst shares the machine with an instance.
+ * Returns the rounds and the last herd's instances, still running.
  */
 export async function shelterRounds (
   { rounds, requests, simulatorUrl, username, startPair, startFloorPair }: {
@@ -40,10 +41,15 @@ export async function shelterRounds (
   for (let round = 1; round <= rounds; round++) {
     const herd = async (): Promise<Omit<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> => {
       instances = await startPair()
-      const result = await shelter({ instances, simulatorUrl, requests, username: `${username}-${round}` })
-      // The last pair stays, for the hit path; the others go before the next burst.
-      if (round < rounds) await Promise.all(instances.map(async (instance) => await instance.stop()))
-      return result
+      let kept = false
+      try {
+        const result = await shelter({ instances, simulatorUrl, requests, username: `${username}-${round}` })
+        // The last pair stays, for the hit path; the others go before the next burst.
+        kept = round === rounds
+        return result
+      } finally {
+        if (!kept) await Promise.all(instances.map(async (instance) => await instance.stop()))
+      }
     }
     const floor = async (): Promise<Pick<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> => {
       const bares = await startFloorPair()
@@ -53,7 +59,7 @@ export async function shelterRounds (
         await Promise.all(bares.map(async (bare) => await bare.stop()))
       }
     }
-    if (round % 2 === 1) {
+    if ((rounds - round) % 2 === 1) {
       const herdResult = await herd()
       results.push({ ...herdResult, ...await floor() })
     } else {

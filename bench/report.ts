@@ -140,7 +140,7 @@ export function verdicts (results: BenchResults): Verdict[] {
     {
       target: 'Shelter: median waiter latency over its floor (median of the rounds)',
       goal: `<= ${GOALS.shelterMedianOverFloorMs} ms`,
-      measured: `${signedMs(herd.overFloorMs)} (${ms(herd.p50Ms)} vs ${ms(herd.floorP50Ms)})${herd.allAnswered ? '' : `, statuses ${statuses(herd.statuses)}`}`,
+      measured: `${signedMs(herd.overFloorMs)} (medians of the rounds: ${ms(herd.p50Ms)} vs ${ms(herd.floorP50Ms)})${herd.allAnswered ? '' : `, statuses ${statuses(herd.statuses)}`}`,
       pass: herd.overFloorMs <= GOALS.shelterMedianOverFloorMs && herd.allAnswered
     },
     {
@@ -338,8 +338,10 @@ function ms (value: number): string {
   return `${value < 10 ? value.toFixed(2) : value.toFixed(1)} ms`
 }
 
+/** `+1.50 ms`, `-3.78 ms`; no sign on what rounds to zero. */
 function signedMs (value: number): string {
-  return `${value >= 0 ? '+' : '-'}${ms(Math.abs(value))}`
+  const magnitude = ms(Math.abs(value))
+  return magnitude.startsWith('0.00 ') ? magnitude : `${value > 0 ? '+' : '-'}${magnitude}`
 }
 
 function us (value: number): string {

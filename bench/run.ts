@@ -37,6 +37,9 @@ const settings = {
 /** Start-up, Zipf and the rest take well under three minutes on a busy 2-core machine; the rounds are counted. */
 const DEADLINE_MS = 180_000 + 20_000 * settings.shelterRounds + 1_500 * 2 * (settings.redisTroubleSeconds + 3) + 1_500 * settings.roundSeconds * 4 * (settings.rounds + 1)
 
+/** The herd's instances, and its floor's: two of each. */
+const PAIR = ['a', 'b']
+
 const runId = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`
 const keyPrefix = `pbff-bench:${runId}:`
 const logDir = mkdtempSync(join(tmpdir(), 'pbff-bench-'))
@@ -87,6 +90,7 @@ async function bench (): Promise<BenchResults> {
     ' and the same burst against two fresh bare Fastify instances holding each request for the upstream latency')
   const redis = { url: settings.redisUrl, keyPrefix }
   let pairs = 0
+  let floorPairs = 0
   const shelter = await shelterRounds({
     rounds: settings.shelterRounds,
     requests: settings.shelterRequests,
@@ -94,9 +98,12 @@ async function bench (): Promise<BenchResults> {
     username: `shelter-${runId}`,
     startPair: async () => {
       pairs++
-      return await Promise.all(['a', 'b'].map(async (name) => await startService(group, { name: `service-redis-${pairs}${name}`, simulator, logLevel: settings.logLevel, redis })))
+      return await Promise.all(PAIR.map(async (name) => await startService(group, { name: `service-redis-${pairs}${name}`, simulator, logLevel: settings.logLevel, redis })))
     },
-    startFloorPair: async () => await Promise.all(['a', 'b'].map(async (name) => await startBare(group, { ...bareOptions, name: `bare-shelter-${name}` })))
+    startFloorPair: async () => {
+      floorPairs++
+      return await Promise.all(PAIR.map(async (name) => await startBare(group, { ...bareOptions, name: `bare-shelter-${floorPairs}${name}` })))
+    }
   })
   // The hit path's Redis instance is one that has served a herd, as a production instance has.
   const [redisA, ...others] = shelter.instances
@@ -137,7 +144,7 @@ async function bench (): Promise<BenchResults> {
     machine,
     settings: { upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames, buildTypeErrors },
     hit: { bare: summary(targets.bare), floor: summary(targets.floor), redis: summary(targets.redis), memory: summary(targets.memory) },
-    shelter: { requests: settings.shelterRequests, instances: 2, rounds: shelter.rounds },
+    shelter: { requests: settings.shelterRequests, instances: PAIR.length, rounds: shelter.rounds },
     zipf: zipfResult,
     memory: { serviceRssBytes },
     batch,

@@ -50,7 +50,9 @@ export async function startService (group: ProcessGroup, options: ServiceOptions
     CLIENT_SECRET,
     LOG_LEVEL: options.logLevel,
     RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT_PER_MINUTE),
-    PROFILE_TTL_SECONDS: String(PROFILE_TTL_SECONDS)
+    PROFILE_TTL_SECONDS: String(PROFILE_TTL_SECONDS),
+    // No load balancer to drain: an instance the run is done with stops at once, not after 5 s of readiness 503s.
+    SHUTDOWN_DELAY_MS: '0'
   }
   if (options.redis !== undefined) {
     env.REDIS_URL = options.redis.url
