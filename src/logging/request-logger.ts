@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { Bindings, ChildLoggerOptions } from 'pino'
+import type { Bindings, ChildLoggerOptions, Logger } from 'pino'
 
 type LogCall = (...args: unknown[]) => void
 
@@ -50,6 +50,15 @@ class RequestLogger implements FastifyBaseLogger {
     return this.#logger().child(bindings, options)
   }
 
+  /** pino's own, for code written against the pino child `request.log` used to be (the child is made then). */
+  isLevelEnabled (level: string): boolean {
+    return (this.#logger() as Logger).isLevelEnabled(level)
+  }
+
+  bindings (): Bindings {
+    return (this.#logger() as Logger).bindings()
+  }
+
   #log (level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace', args: unknown[]): void {
     const logger = this.#logger()
     Reflect.apply(logger[level] as LogCall, logger, args)
@@ -62,7 +71,9 @@ class RequestLogger implements FastifyBaseLogger {
 }
 
 /** Fastify's `childLoggerFactory`: each request's logger, made only if the request logs. */
-export function requestLogger (logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
+export function requestLogger (
+  logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions
+): FastifyBaseLogger & Pick<Logger, 'isLevelEnabled' | 'bindings'> {
   return new RequestLogger(logger, bindings, options)
 }
 

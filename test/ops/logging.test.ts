@@ -270,4 +270,8 @@ t.test('a request\'s logger is made when the request first logs, and logs as its
   log.fatal('a fatal')
   t.same(lines.slice(3).map((text) => (JSON.parse(text) as LogLine).level), [20, 10, 50, 60], 'a level set on it applies to it; every level')
   t.equal(requestLogger(parent, { reqId: 'r-2' }, { level: 'warn' }).level, 'warn', 'a route\'s own level')
+
+  const asked = requestLogger(parent, { reqId: 'r-3' }, { level: 'warn' })
+  t.same([asked.isLevelEnabled('error'), asked.isLevelEnabled('info')], [true, false], 'pino\'s isLevelEnabled, at its own level')
+  t.same(asked.bindings(), { reqId: 'r-3' }, 'and its bindings')
 })
