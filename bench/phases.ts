@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { request, type Pool } from 'undici'
 import type { RunningChild } from './processes.ts'
-import type { BenchResults } from './report.ts'
+import type { BenchResults, ShelterRound } from './report.ts'
 import { connectionsTo, countBy, simulatorCounts, stream, timedGet, type Timed } from './requests.ts'
 import { socketBurst } from './socket-burst.ts'
 import { percentile } from './stats.ts'
@@ -13,9 +13,6 @@ const ZIPF_SEED = 20_240_606
 const WARM_CONCURRENCY = 10
 const SHED_RETRIES = 10
 const SHED_RETRY_PAUSE_MS = 1_000
-
-/** One herd, and its floor: the same burst against bare Fastify holding each request for the upstream latency. */
-export type ShelterRound = BenchResults['shelter']['rounds'][number]
 
 /**
  * `rounds` herds of `requests` concurrent requests for a username nobody asked for yet, each against a

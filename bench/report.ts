@@ -38,6 +38,17 @@ export function summarize (label: string, rounds: RoundResult[]): TargetSummary 
   }
 }
 
+/** One herd, and its floor: the same burst against as many bare Fastify instances, holding each request for the upstream latency. */
+export interface ShelterRound {
+  upstreamCalls: number
+  p50Ms: number
+  p99Ms: number
+  statuses: Record<string, number>
+  xCache: Record<string, number>
+  floorP50Ms: number
+  floorP99Ms: number
+}
+
 export interface BenchResults {
   machine: { date: string, commit: string, cores: number, cpuModel: string, node: string, platform: string, loadAverage: number[] }
   settings: {
@@ -56,16 +67,7 @@ export interface BenchResults {
   shelter: {
     requests: number
     instances: number
-    rounds: Array<{
-      upstreamCalls: number
-      p50Ms: number
-      p99Ms: number
-      statuses: Record<string, number>
-      xCache: Record<string, number>
-      /** The same burst against as many bare Fastify instances, holding each request for the upstream latency. */
-      floorP50Ms: number
-      floorP99Ms: number
-    }>
+    rounds: ShelterRound[]
   }
   zipf: {
     requests: number
@@ -274,15 +276,9 @@ export function renderReport (results: BenchResults): string {
 }
 
 /** The herd's rounds in figures: medians of the rounds, and every answer counted. */
-interface HerdSummary {
-  p50Ms: number
-  p99Ms: number
-  floorP50Ms: number
-  floorP99Ms: number
+interface HerdSummary extends Omit<ShelterRound, 'upstreamCalls'> {
   /** The median of the rounds' differences, each herd against its own floor. */
   overFloorMs: number
-  statuses: Record<string, number>
-  xCache: Record<string, number>
   /** Every request of every round answered 200. */
   allAnswered: boolean
 }

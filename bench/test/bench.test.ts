@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { RoundResult } from '../load.ts'
-import { redisTroubleVerdicts, renderReport, summarize, verdicts, type BenchResults } from '../report.ts'
+import { redisTroubleVerdicts, renderReport, summarize, verdicts, type BenchResults, type ShelterRound } from '../report.ts'
 import { median, percentile } from '../stats.ts'
 import { seededRandom, zipfSampler } from '../zipf.ts'
 
@@ -45,7 +45,7 @@ type Overrides = {
   redis?: RoundResult[]
   memory?: RoundResult[]
   /** Merged into the first herd round only. */
-  firstShelterRound?: Partial<BenchResults['shelter']['rounds'][number]>
+  firstShelterRound?: Partial<ShelterRound>
   zipf?: Partial<BenchResults['zipf']>
   rss?: number
   hang?: Partial<BenchResults['redisTrouble']['hang']>
