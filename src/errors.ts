@@ -62,3 +62,17 @@ export function retryAfterOf (error: unknown): number | undefined {
   const seconds = (error as Partial<RetryAfter> | null)?.retryAfterSeconds
   return typeof seconds === 'number' ? seconds : undefined
 }
+
+/** An error whose answer may be cached this long (a negative entry's 404); any other error answers `no-store`. */
+export interface CacheableFor {
+  maxAgeSeconds: number
+}
+
+export function withMaxAge<E extends Error> (error: E, seconds: number): E & CacheableFor {
+  return Object.assign(error, { maxAgeSeconds: Math.max(0, Math.floor(seconds)) })
+}
+
+export function maxAgeOf (error: unknown): number | undefined {
+  const seconds = (error as Partial<CacheableFor> | null)?.maxAgeSeconds
+  return typeof seconds === 'number' ? seconds : undefined
+}
