@@ -2,7 +2,6 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.ts'
 import { loggerOptions, OneLinePerRequest, requestId } from './logging/logging.ts'
-import { requestLogger } from './logging/request-logger.ts'
 import configPlugin from './plugins/config.ts'
 import errorHandler from './plugins/error-handler.ts'
 import redis from './plugins/redis.ts'
@@ -55,13 +54,11 @@ const MAX_USERNAME_URL_CHARS = 128 * 4 * 3
 export async function buildApp ({
   config, logger, now, loadShedding: sheddingOptions = {}, slowClients = SLOW_CLIENT_TIMEOUTS
 }: AppOptions): Promise<FastifyInstance> {
-  const logController = new OneLinePerRequest()
   const app = Fastify({
     http: { headersTimeout: slowClients.headersMs, connectionsCheckingInterval: slowClients.checkIntervalMs },
     requestTimeout: slowClients.requestMs,
     ...(isLoggerInstance(logger) ? { loggerInstance: logger } : { logger: logger ?? loggerOptions(config.LOG_LEVEL) }),
-    logController,
-    childLoggerFactory: requestLogger,
+    logController: new OneLinePerRequest(),
     genReqId: requestId,
     // While closing, requests already on an open connection are still served (with Connection: close)
     // rather than refused with a body outside the contract; /readyz answers 503 meanwhile.
@@ -71,7 +68,6 @@ export async function buildApp ({
     // A malformed URL (bad percent-encoding) is answered before any route, hence before the error handler and the hooks.
     frameworkErrors: (error, request, reply) => { app.answerFrameworkError(error, request, reply) }
   }).withTypeProvider<TypeBoxTypeProvider>()
-  logController.writeThrough(app.log)
 
   await app.register(configPlugin, { config })
   await app.register(errorHandler)

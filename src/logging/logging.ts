@@ -1,8 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
-import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify'
-import { AccessLineWriter } from './access-line.ts'
-import { writesAs } from './request-logger.ts'
+import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 
 /** Query parameters that look like credentials (a client that put its token in the URL). */
 const SECRET_PARAMETER = /token|secret|password|auth|key|session/i
@@ -181,19 +179,11 @@ export function requestId (request: IncomingMessage): string {
 
 /**
  * One line per request, written when it is answered, instead of Fastify's two ("incoming request",
- * "request completed"). It names what is safe to name, never a header, so never a credential; like
- * every line a request causes, it carries the request's `reqId`.
+ * "request completed"). It names what is safe to name, never a header, so never a credential; it is
+ * written through the request's own pino child (`reply.log`), so it carries the request's `reqId` and
+ * keeps to a route's log level and serializers, like every line the request causes.
  */
 export class OneLinePerRequest extends LogController {
-  /** Set by `writeThrough` when the app's logger is a plain pino (see AccessLineWriter). */
-  #direct: { logger: FastifyBaseLogger, lines: AccessLineWriter } | undefined
-
-  /** The app's logger, known only once Fastify has made it from the options this controller is part of. */
-  writeThrough (logger: FastifyBaseLogger): void {
-    const lines = AccessLineWriter.of(logger, this.requestIdLogLabel)
-    this.#direct = lines === undefined ? undefined : { logger, lines }
-  }
-
   override incomingRequest (): void {}
 
   override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
@@ -206,13 +196,7 @@ export class OneLinePerRequest extends LogController {
       remoteAddress: request.ip,
       ...(typeof xCache === 'string' && { xCache })
     }
-    if (error) {
-      reply.log.error({ ...line, err: error }, 'request errored')
-      return
-    }
-    // Written directly only when the request's logger would write what the app's does (no route or plugin level).
-    const direct = this.#direct
-    const written = direct !== undefined && writesAs(reply.log, direct.logger) && direct.lines.info(request.id, line, 'request completed')
-    if (!written) reply.log.info(line, 'request completed')
+    if (error) reply.log.error({ ...line, err: error }, 'request errored')
+    else reply.log.info(line, 'request completed')
   }
 }

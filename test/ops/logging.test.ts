@@ -1,10 +1,7 @@
-import { tracingChannel } from 'node:diagnostics_channel'
 import Fastify from 'fastify'
-import { pino, type ChildLoggerOptions, type Logger, type LoggerOptions } from 'pino'
+import { pino, type Logger } from 'pino'
 import t from 'tap'
-import { AccessLineWriter } from '../../src/logging/access-line.ts'
 import { BatchedLogOutput, loggerOptions, OneLinePerRequest } from '../../src/logging/logging.ts'
-import { requestLogger } from '../../src/logging/request-logger.ts'
 import { capturedLogger, stack, type LogLine } from '../helper.ts'
 
 const USER_AUTHORIZATION = 'Bearer user-jwt-3f9c'
@@ -168,110 +165,70 @@ t.test('off a terminal, lines are written together: after a delay, or at once wh
   t.equal(writes.length, 5, 'nothing written twice, no empty write')
 })
 
-/** A pino logger with the service's options and a fixed time, its lines kept as written. */
-function pinoInto (lines: string[], options: LoggerOptions = {}): Logger {
-  const stream = { write: (line: string) => { lines.push(line) } }
-  return pino({ ...loggerOptions('info'), timestamp: () => ',"time":1700000000000', ...options }, stream)
-}
+t.test('the access line: one per request, its fields and nothing else, under the request id, no secret', async (t) => {
+  const { logger, lines, raw } = capturedLogger()
+  const { app } = await stack(t, { logger })
+  const headers = { authorization: USER_AUTHORIZATION, cookie: USER_COOKIE }
+  await app.inject({ url: '/user/alice?query=name&access_token=sim_a1', headers })
+  const hit = await app.inject({ url: '/user/alice?query=name&access_token=sim_a1', headers: { ...headers, 'x-request-id': 'lb-77' } })
+  t.equal(hit.headers['x-cache'], 'HIT')
 
-t.test('the access line is written byte for byte as pino writes it through the request\'s child logger', async (t) => {
-  const written: string[] = []
-  const expected: string[] = []
-  const writer = AccessLineWriter.of(pinoInto(written))
-  const reference = pinoInto(expected)
-  t.ok(writer, 'the service\'s own logger options take the direct path')
-  const requests = [
-    { reqId: 'lb-1234', fields: { method: 'GET', url: '/profile/alice', statusCode: 200, responseTime: 0.07, remoteAddress: '127.0.0.1', xCache: 'HIT' } },
-    { reqId: '5f0c7c1e-6a3b-4f5e-9a3c-2b1d0e9f8a7b', fields: { method: 'GET', url: '/nowhere?q="a\\b"\u0001é😀', statusCode: 404, responseTime: 1.5, remoteAddress: '"10.0.0.1' } },
-    { reqId: 'r-3', fields: { method: 'HEAD', url: '/', statusCode: 200, responseTime: Number.NaN, remoteAddress: undefined } }
-  ]
-  for (const { reqId, fields } of requests) {
-    t.equal(writer?.info(reqId, fields, 'request completed'), true)
-    reference.child({ reqId }).info(fields, 'request completed')
-  }
-  t.same(written, expected)
-  t.same(JSON.parse(written[1] ?? '{}').url, '/nowhere?q="a\\b"\u0001é😀', 'every string escaped as JSON')
-
-  const labelled: string[] = []
-  AccessLineWriter.of(pinoInto(labelled), 'requestId')?.info('r-4', requests[0]?.fields ?? { method: '', url: '', statusCode: 0, responseTime: 0, remoteAddress: '' }, 'request completed')
-  t.equal((JSON.parse(labelled[0] ?? '{}') as LogLine).requestId, 'r-4', 'the id under Fastify\'s requestIdLogLabel')
-})
-
-t.test('the access line keeps to the logger: its level, and pino\'s own path for a logger that adds to lines', async (t) => {
-  const quiet: string[] = []
-  AccessLineWriter.of(pinoInto(quiet, { level: 'warn' }))?.info('r1', { method: 'GET', url: '/', statusCode: 200, responseTime: 1, remoteAddress: '::1' }, 'request completed')
-  t.same(quiet, [], 'nothing below the logger\'s level')
-  const adding: Array<[string, LoggerOptions]> = [
-    ['a mixin', { mixin: () => ({ zone: 'eu' }) }],
-    ['a redaction', { redact: ['url'] }],
-    ['a redaction of every key', { redact: ['*'] }],
-    ['a log formatter', { formatters: { log: (object) => object } }],
-    ['a message prefix', { msgPrefix: '[api] ' }],
-    ['a log-method hook', { hooks: { logMethod (args, method) { method.apply(this, args) } } }],
-    ['a serializer of the message', { serializers: { msg: (text: string) => text.toUpperCase() } }]
-  ]
-  for (const [name, options] of adding) t.equal(AccessLineWriter.of(pinoInto([], options)), undefined, name)
-
-  const lines: string[] = []
-  const { app } = await stack(t, { logger: pinoInto(lines, { mixin: () => ({ zone: 'eu' }) }) })
-  await app.inject('/profile/alice')
-  const line = lines.map((text) => JSON.parse(text) as LogLine).find((entry) => entry.msg === 'request completed')
-  t.equal(line?.zone, 'eu', 'such a logger still gets its access line, through pino')
-  t.equal(line?.statusCode, 200)
-})
-
-t.test('a route\'s or a request\'s own log settings, and a tracer of pino\'s lines, get the line through pino', async (t) => {
-  const lines: string[] = []
-  const logController = new OneLinePerRequest()
-  const app = Fastify({ loggerInstance: pinoInto(lines), logController, childLoggerFactory: requestLogger })
-  logController.writeThrough(app.log)
-  t.teardown(() => app.close())
-  app.get('/plain', async () => 'ok')
-  app.get('/quiet', { logLevel: 'warn' }, async () => 'ok')
-  app.get('/hushed', { onRequest: (request, _reply, done) => { request.log.level = 'error'; done() } }, async () => 'ok')
-  app.get('/masked', { logSerializers: { url: () => '[masked]' } }, async () => 'ok')
-  for (const url of ['/plain', '/quiet', '/hushed', '/masked']) await app.inject(url)
-  const completed = () => lines.map((text) => JSON.parse(text) as LogLine).filter((line) => line.msg === 'request completed')
-  t.same(completed().map(({ url }) => url), ['/plain', '[masked]'], 'a route\'s level or serializer, or a level set on the request, applies')
-
-  const traced: unknown[] = []
-  const onStart = (message: unknown): void => { traced.push(message) }
-  const channel = tracingChannel('pino_asJson')
-  channel.start.subscribe(onStart)
-  t.teardown(() => channel.start.unsubscribe(onStart))
-  await app.inject('/plain')
-  t.equal(completed().length, 3, 'still one line')
-  t.equal(traced.length, 1, 'and the tracer saw it')
-})
-
-t.test('a request\'s logger is made when the request first logs, and logs as its child would', async (t) => {
-  const lines: string[] = []
-  const parent = pinoInto(lines)
-  let made = 0
-  const counting = Object.assign(Object.create(parent) as Logger, {
-    child: (bindings: Record<string, unknown>, options?: ChildLoggerOptions) => { made++; return parent.child(bindings, options) }
+  const ofHit = lines.filter((line) => line.reqId === 'lb-77')
+  t.equal(ofHit.length, 1, 'a hit logs its access line and nothing else')
+  const line = ofHit[0] ?? { level: 0, msg: '' }
+  t.same(Object.keys(line).sort(),
+    ['hostname', 'level', 'method', 'msg', 'pid', 'remoteAddress', 'reqId', 'responseTime', 'statusCode', 'time', 'url', 'xCache'])
+  t.match(line, {
+    level: 30,
+    msg: 'request completed',
+    method: 'GET',
+    url: '/user/alice?query=name&access_token=[redacted]',
+    statusCode: 200,
+    remoteAddress: '127.0.0.1',
+    xCache: 'HIT',
+    responseTime: Number
   })
-  const log = requestLogger(counting, { reqId: 'r-1' }, {})
-  t.equal(log.level, 'info', 'the level is its parent\'s, without making it')
-  t.equal(made, 0, 'nothing made before a line')
-  log.info({ n: 1 }, 'first')
-  log.warn('second')
-  log.debug('below the level')
-  log.silent('nothing')
-  t.equal(made, 1, 'made once')
-  t.same(lines.map((text) => JSON.parse(text) as LogLine).map(({ reqId, msg, n }) => ({ reqId, msg, n })),
-    [{ reqId: 'r-1', msg: 'first', n: 1 }, { reqId: 'r-1', msg: 'second', n: undefined }])
-  log.child({ step: 'x' }).error('from a grandchild')
-  t.match(JSON.parse(lines[2] ?? '{}'), { reqId: 'r-1', step: 'x', level: 50 })
-  log.level = 'trace'
-  log.debug('now shown')
-  log.trace('and this')
-  log.error('an error')
-  log.fatal('a fatal')
-  t.same(lines.slice(3).map((text) => (JSON.parse(text) as LogLine).level), [20, 10, 50, 60], 'a level set on it applies to it; every level')
-  t.equal(requestLogger(parent, { reqId: 'r-2' }, { level: 'warn' }).level, 'warn', 'a route\'s own level')
-
-  const asked = requestLogger(parent, { reqId: 'r-3' }, { level: 'warn' })
-  t.same([asked.isLevelEnabled('error'), asked.isLevelEnabled('info')], [true, false], 'pino\'s isLevelEnabled, at its own level')
-  t.same(asked.bindings(), { reqId: 'r-3' }, 'and its bindings')
+  t.equal(lines.filter((entry) => entry.msg === 'request completed').length, 2, 'one line for each of the two requests')
+  t.notMatch(raw.join('\n'), /sim_a1|user-jwt-3f9c|cookie-77ab/, 'neither the query\'s token nor a credential header')
 })
+
+t.test('the access line keeps to the logger: nothing below LOG_LEVEL, a route\'s own level and serializers apply', async (t) => {
+  const { logger, lines } = capturedLogger()
+  const { app } = await stack(t, { logger: { ...logger, level: 'warn' } })
+  t.equal((await app.inject('/profile/alice')).statusCode, 200)
+  t.same(lines.filter((line) => line.msg === 'request completed'), [], 'LOG_LEVEL=warn: no access line')
+
+  const written: string[] = []
+  const bare = Fastify({ loggerInstance: pinoInto(written), logController: new OneLinePerRequest() })
+  t.teardown(() => bare.close())
+  bare.get('/plain', async () => 'ok')
+  bare.get('/quiet', { logLevel: 'warn' }, async () => 'ok')
+  bare.get('/masked', { logSerializers: { url: () => '[masked]' } }, async () => 'ok')
+  for (const url of ['/plain', '/quiet', '/masked']) await bare.inject(url)
+  const completed = written.map((text) => JSON.parse(text) as LogLine).filter((line) => line.msg === 'request completed')
+  t.same(completed.map(({ url }) => url), ['/plain', '[masked]'])
+})
+
+t.test('request.log is the request\'s pino child: every level, its children and pino\'s own methods, under its reqId', async (t) => {
+  const written: string[] = []
+  const app = Fastify({ loggerInstance: pinoInto(written, 'trace'), logController: new OneLinePerRequest(), genReqId: () => 'r-1' })
+  t.teardown(() => app.close())
+  app.get('/', async (request) => {
+    for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const) request.log[level]({ n: 1 }, level)
+    request.log.child({ step: 'x' }).error('from a grandchild')
+    const log = request.log as Logger
+    return { enabled: log.isLevelEnabled('debug'), bindings: log.bindings() }
+  })
+  t.same((await app.inject('/')).json(), { enabled: true, bindings: { reqId: 'r-1' } })
+  const lines = written.map((text) => JSON.parse(text) as LogLine)
+  t.same(lines.map(({ reqId, level, msg }) => [reqId, level, msg]), [
+    ['r-1', 10, 'trace'], ['r-1', 20, 'debug'], ['r-1', 30, 'info'], ['r-1', 40, 'warn'], ['r-1', 50, 'error'], ['r-1', 60, 'fatal'],
+    ['r-1', 50, 'from a grandchild'], ['r-1', 30, 'request completed']
+  ])
+  t.equal(lines[6]?.step, 'x')
+})
+
+/** A pino logger with the service's options, its lines kept as written. */
+function pinoInto (lines: string[], level = 'info'): Logger {
+  return pino(loggerOptions(level), { write: (line: string) => { lines.push(line) } })
+}
