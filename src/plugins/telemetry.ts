@@ -17,13 +17,11 @@ async function telemetry (app: FastifyInstance): Promise<void> {
   const metrics = new PrometheusTelemetry()
   app.decorate('telemetry', metrics)
   app.addHook('onResponse', (request, reply, done) => {
-    const xCache = reply.getHeader('x-cache')
     metrics.observeRequest({
       method: request.method,
       route: request.routeOptions.url ?? UNMATCHED_ROUTE,
       status: reply.statusCode,
-      seconds: reply.elapsedTime / 1000,
-      xCache: typeof xCache === 'string' ? xCache : undefined
+      seconds: reply.elapsedTime / 1000
     })
     done()
   })

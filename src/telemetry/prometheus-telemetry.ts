@@ -1,7 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { CacheState } from '../cache/cache-entry.ts'
 import type { Resource } from '../resources.ts'
-import { PlainHistogram, type HistogramSeries } from './plain-histogram.ts'
 import type { BreakerState, Telemetry, UpstreamOutcome } from './telemetry.ts'
 
 /** What one answered request looked like, as the request metrics label it. */
@@ -11,17 +10,6 @@ export interface RequestObservation {
   route: string
   status: number
   seconds: number
-  /** The `X-Cache` header, when the route sent one. */
-  xCache?: string
-}
-
-/** One method/route/status/X-Cache combination: its label sets, built once, and its requests since the last scrape. */
-interface RequestSeries {
-  requests: { method: string, route: string, status: string }
-  /** Shared by the statuses and X-Cache values of one method and route. */
-  duration: HistogramSeries
-  xCache: { route: string, x_cache: string } | undefined
-  unscraped: number
 }
 
 const PREFIX = 'pbff_'
@@ -53,9 +41,7 @@ export class PrometheusTelemetry implements Telemetry {
   readonly contentType: string
   readonly #registry = new Registry()
   readonly #requests: Counter<'method' | 'route' | 'status'>
-  readonly #requestSeconds: PlainHistogram<'method' | 'route'>
-  readonly #durationSeries = new Map<string, HistogramSeries>()
-  readonly #xCache: Counter<'route' | 'x_cache'>
+  readonly #requestSeconds: Histogram<'method' | 'route'>
   readonly #cacheLookups: Counter<'resource' | 'state'>
   readonly #upstreamCalls: Counter<'resource' | 'outcome'>
   readonly #upstreamSeconds: Histogram<'resource'>
@@ -66,13 +52,6 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #breakerState: Gauge<'state'>
   readonly #breakerOpenings: Counter
   readonly #redisUp: Gauge
-  /** Method → route → status → X-Cache ('' for none): a request's series found without building a key string. */
-  readonly #requestSeries = new Map<string, Map<string, Map<number, Map<string, RequestSeries>>>>()
-  /** The same series in one list, in the order first seen: what a scrape walks. */
-  readonly #allRequestSeries: RequestSeries[] = []
-  /** Cache lookups and coalesced waiters since the last scrape: every request makes one, a herd thousands. */
-  readonly #unscrapedLookups = new UnscrapedCounts('resource', 'state')
-  readonly #unscrapedWaiters = new UnscrapedCounts('resource')
   // The states last reported, to count transitions (a repeated report is not a new window).
   #inBackoff = false
   #breaker: BreakerState | undefined
@@ -85,28 +64,20 @@ export class PrometheusTelemetry implements Telemetry {
       name: `${PREFIX}http_requests_total`,
       help: 'Requests answered, by method, route pattern and status',
       labelNames: ['method', 'route', 'status'],
-      registers,
-      collect: () => { this.#addUnscrapedRequests() }
+      registers
     })
-    this.#requestSeconds = new PlainHistogram({
+    this.#requestSeconds = new Histogram({
       name: `${PREFIX}http_request_duration_seconds`,
       help: 'Time to answer a request, by method and route pattern',
+      labelNames: ['method', 'route'],
       buckets: REQUEST_BUCKETS,
       registers
     })
-    this.#xCache = new Counter({
-      name: `${PREFIX}http_cache_results_total`,
-      help: 'Data route answers by X-Cache value (HIT, MISS, STALE, BYPASS)',
-      labelNames: ['route', 'x_cache'],
-      registers,
-      collect: () => { this.#addUnscrapedRequests() }
-    })
     this.#cacheLookups = new Counter({
       name: `${PREFIX}cache_lookups_total`,
-      help: 'Cache lookups by resource and result, as the cache reports them (a field query is a profile lookup)',
+      help: 'Cache lookups by resource and result (HIT, MISS, STALE, BYPASS), as the cache reports them (a field query is a profile lookup, a batch one per username)',
       labelNames: ['resource', 'state'],
-      registers,
-      collect: () => { this.#unscrapedLookups.addTo(this.#cacheLookups) }
+      registers
     })
     this.#upstreamCalls = new Counter({
       name: `${PREFIX}upstream_calls_total`,
@@ -131,8 +102,7 @@ export class PrometheusTelemetry implements Telemetry {
       name: `${PREFIX}coalesced_waiters_total`,
       help: 'Callers that waited for a load another caller or instance had already started, by resource',
       labelNames: ['resource'],
-      registers,
-      collect: () => { this.#unscrapedWaiters.addTo(this.#coalesced) }
+      registers
     })
     this.#backoffActive = new Gauge({
       name: `${PREFIX}upstream_backoff_active`,
@@ -181,11 +151,11 @@ export class PrometheusTelemetry implements Telemetry {
   }
 
   cacheResult (resource: Resource, state: CacheState): void {
-    this.#unscrapedLookups.add(resource, state)
+    this.#cacheLookups.inc({ resource, state })
   }
 
   coalescedWaiter (resource: Resource): void {
-    this.#unscrapedWaiters.add(resource)
+    this.#coalesced.inc({ resource })
   }
 
   backoff (active: boolean): void {
@@ -205,100 +175,13 @@ export class PrometheusTelemetry implements Telemetry {
     this.#redisState = up
   }
 
-  /**
-   * Called for every request, so it stays cheap: prom-client's labelled `inc` and `observe` validate and
-   * hash the labels on each call (three metrics were ~4 µs of a ~90 µs cache hit). The two counters are
-   * counted here in plain numbers and handed to prom-client when it is scraped; the histogram is a
-   * PlainHistogram, its series found once per label set.
-   */
-  observeRequest ({ method, route, status, seconds, xCache }: RequestObservation): void {
-    const byXCache = inner(inner(inner(this.#requestSeries, method), route), status)
-    let series = byXCache.get(xCache ?? '')
-    if (series === undefined) {
-      series = {
-        requests: { method, route, status: String(status) },
-        duration: this.#durationOf(method, route),
-        xCache: xCache === undefined ? undefined : { route, x_cache: xCache },
-        unscraped: 0
-      }
-      byXCache.set(xCache ?? '', series)
-      this.#allRequestSeries.push(series)
-    }
-    series.unscraped++
-    this.#requestSeconds.observe(series.duration, seconds)
-  }
-
-  #addUnscrapedRequests (): void {
-    for (const series of this.#allRequestSeries) {
-      if (series.unscraped === 0) continue
-      this.#requests.inc(series.requests, series.unscraped)
-      if (series.xCache !== undefined) this.#xCache.inc(series.xCache, series.unscraped)
-      series.unscraped = 0
-    }
-  }
-
-  #durationOf (method: string, route: string): HistogramSeries {
-    const key = `${method} ${route}`
-    let series = this.#durationSeries.get(key)
-    if (series === undefined) {
-      series = this.#requestSeconds.series({ method, route })
-      this.#durationSeries.set(key, series)
-    }
-    return series
+  observeRequest ({ method, route, status, seconds }: RequestObservation): void {
+    this.#requests.inc({ method, route, status })
+    this.#requestSeconds.observe({ method, route }, seconds)
   }
 
   /** The Prometheus text exposition: this app's metrics, then the process's. */
   async render (): Promise<string> {
     return await this.#registry.metrics() + await processMetrics().metrics()
   }
-}
-
-/**
- * Counts by label set kept in plain numbers, and added to a prom-client counter when it is scraped:
- * a labelled `inc` validates and hashes its labels on every call.
- */
-class UnscrapedCounts<L extends string> {
-  /** First label's value → second's ('' when there is one label) → its labels and count. */
-  readonly #counts = new Map<string, Map<string, { labels: Partial<Record<L, string>>, count: number }>>()
-  readonly #firstName: L
-  readonly #secondName: L | undefined
-
-  constructor (firstName: L, secondName?: L) {
-    this.#firstName = firstName
-    this.#secondName = secondName
-  }
-
-  /** One more for these label values, found without building a key or a labels object (every request adds one). */
-  add (first: string, second = ''): void {
-    const bySecond = inner(this.#counts, first)
-    const counted = bySecond.get(second)
-    if (counted !== undefined) {
-      counted.count++
-      return
-    }
-    const labels: Partial<Record<L, string>> = {}
-    labels[this.#firstName] = first
-    if (this.#secondName !== undefined) labels[this.#secondName] = second
-    bySecond.set(second, { labels, count: 1 })
-  }
-
-  addTo (counter: Counter<L>): void {
-    for (const bySecond of this.#counts.values()) {
-      for (const counted of bySecond.values()) {
-        if (counted.count === 0) continue
-        counter.inc(counted.labels, counted.count)
-        counted.count = 0
-      }
-    }
-  }
-}
-
-/** The map under `key`, made on first use. */
-function inner<K, K2, V> (outer: Map<K, Map<K2, V>>, key: K): Map<K2, V> {
-  let map = outer.get(key)
-  if (map === undefined) {
-    map = new Map()
-    outer.set(key, map)
-  }
-  return map
 }

@@ -81,7 +81,7 @@ t.test('every metric and label the dashboard and the alerts name is one the serv
   ]
   for (const { where, expr } of expressions) t.same(unknown(expr, series), [], where)
   const named = new Set(expressions.flatMap(({ expr }) => selectors(expr).map((selector) => selector.metric)))
-  for (const needed of ['pbff_http_cache_results_total', 'pbff_upstream_calls_total', 'pbff_token_exchanges_total', 'pbff_upstream_breaker_state',
+  for (const needed of ['pbff_cache_lookups_total', 'pbff_upstream_calls_total', 'pbff_token_exchanges_total', 'pbff_upstream_breaker_state',
     'pbff_upstream_backoff_active', 'pbff_redis_up', 'pbff_http_request_duration_seconds_bucket', 'pbff_http_requests_total']) t.ok(named.has(needed), `${needed} is watched`)
 })
 
@@ -89,7 +89,7 @@ t.test('the dashboard: one panel for each thing an operator watches, all on the 
   t.equal(dashboard.uid, 'profile-bff')
   t.same(dashboard.templating.list.map(({ name, type, query }) => ({ name, type, query })), [{ name: 'datasource', type: 'datasource', query: 'prometheus' }])
   const titles = dashboard.panels.map((panel) => panel.title)
-  for (const title of ['Answers by cache state', 'Upstream calls per 1,000 requests', 'Tokens minted (24 h)', 'Breaker and back-off',
+  for (const title of ['Answers by cache state', 'Upstream calls per 1,000 lookups', 'Tokens minted (24 h)', 'Breaker and back-off',
     'Redis health', 'Request latency p50 / p99', '429s and 5xx']) t.ok(titles.includes(title), title)
   t.equal(new Set(dashboard.panels.map((panel) => panel.id)).size, dashboard.panels.length, 'panel ids are unique')
   for (const panel of dashboard.panels) {
