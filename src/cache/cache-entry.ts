@@ -64,3 +64,6 @@ export function sameVersion (a: CacheEntry, b: CacheEntry | undefined): boolean 
 export function entrySize (entry: CacheEntry): number {
   return entry.body.length + entry.etag.length + 64
 }
+
+/** A body as sent, and the tag that names this version of it: an entry, or a part of one (a field). */
+export type Representation = Pick<CacheEntry, 'body' | 'etag'>

@@ -2,7 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import fp from 'fastify-plugin'
 import findMyWay from 'find-my-way'
 import { shortPrefix } from '../http/caller-input.ts'
-import { callerWentAway } from '../http/caller-gone.ts'
+import { callerWentAway } from '../http/caller-signal.ts'
 import { errorResponse } from '../http/error-response.ts'
 import { EXPECTED_FAILURES, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.ts'
 import { freshnessPolicy } from '../lookups/freshness.ts'

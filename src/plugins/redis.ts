@@ -7,6 +7,7 @@ import { RedisClock } from '../redis/clock.ts'
 import { RedisHealth } from '../redis/health.ts'
 import type { RedisLayer } from '../redis/layer.ts'
 import { OwnerLock } from '../redis/owner-lock.ts'
+import { loadBudget } from '../load-budget.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -53,7 +54,7 @@ async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptio
   })
   // Down until the first probe answers: an operator sees 0, not a gap, while Redis is still unreached.
   app.telemetry.redis(false)
-  const lock = new OwnerLock({ redis: client, health, bus, onError })
+  const lock = new OwnerLock({ redis: client, health, bus, ttlMs: loadBudget(app.config).lockTtlMs, onError })
   app.decorate<RedisClient>('redis', client)
   app.decorate<RedisLayer>('redisLayer', { client, health, clock, bus, lock })
   app.addHook('onClose', async () => {

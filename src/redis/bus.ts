@@ -16,6 +16,8 @@ export interface BusListener {
   onEvent: (event: BusEvent) => void
   /** The subscription is gone, or Redis is down: events may be missed until `ready` again. */
   onLost: () => void
+  /** Events are reliable again: Redis is up and this instance subscribed. */
+  onReady: () => void
 }
 
 export interface RedisBusOptions {
@@ -46,7 +48,7 @@ export class RedisBus {
     this.#options = options
     const { subscriber, channel, health } = options
     // A hung Redis may drop events without closing the subscription: nobody should count on them.
-    health.listen((up) => { if (!up) this.#notifyLost() })
+    health.listen((up) => { if (up) this.#notifyReady(); else this.#notifyLost() })
     subscriber.on('error', options.onError)
     // Subscribe on every (re)connection: the subscription is what makes events reliable again.
     subscriber.on('ready', () => { this.#subscribe() })
@@ -81,7 +83,10 @@ export class RedisBus {
 
   #subscribe (): void {
     this.#options.subscriber.subscribe(this.#options.channel).then(
-      () => { this.#subscribed = this.#options.subscriber.status === 'ready' },
+      () => {
+        this.#subscribed = this.#options.subscriber.status === 'ready'
+        this.#notifyReady()
+      },
       this.#options.onError
     )
   }
@@ -94,6 +99,10 @@ export class RedisBus {
 
   #notifyLost (): void {
     for (const listener of this.#listeners) listener.onLost()
+  }
+
+  #notifyReady (): void {
+    if (this.ready) for (const listener of this.#listeners) listener.onReady()
   }
 }
 

@@ -12,16 +12,10 @@ export interface OwnerLockOptions {
   redis: Pick<RedisCommands, 'set' | 'eval'>
   health: Pick<RedisHealth, 'run'>
   bus: Pick<RedisBus, 'ready' | 'listen' | 'publish'>
-  /** A lock's lifetime (default LOCK_TTL_MS); also how long a waiter waits at most before it looks again. */
-  ttlMs?: number
+  /** A lock's lifetime (see load-budget.ts); also how long a waiter waits at most before it looks again. */
+  ttlMs: number
   onError: (error: unknown) => void
 }
-
-/**
- * A lock's lifetime, renewed by its owner while the job runs: a lock left by a crashed owner, or set
- * late by a command that had timed out, frees itself after this.
- */
-const LOCK_TTL_MS = 1_000
 
 /** Deletes the lock only if it still carries our token (it may have expired and gone to another). */
 const RELEASE = `
@@ -45,11 +39,12 @@ export class OwnerLock {
 
   constructor (options: OwnerLockOptions) {
     this.#options = options
-    this.ttlMs = options.ttlMs ?? LOCK_TTL_MS
+    this.ttlMs = options.ttlMs
     options.bus.listen({
       onEvent: (event) => this.#onEvent(event),
       // Events may be missed from now on: nobody should wait for one.
-      onLost: () => { for (const key of [...this.#waiters.keys()]) this.#wake(key) }
+      onLost: () => { for (const key of [...this.#waiters.keys()]) this.#wake(key) },
+      onReady: () => {}
     })
   }
 

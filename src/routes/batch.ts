@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
-import type { Served } from '../cache/swr-cache.ts'
+import type { Served } from '../cache/cache-stack.ts'
 import type { EncodedBodies } from '../http/encoded-bodies.ts'
 import { errorResponse } from '../http/error-response.ts'
 import { INVALID_BATCH, INVALID_FIELD } from '../errors.ts'
@@ -11,9 +11,9 @@ import { Username, type ErrorResponse } from '../schemas/common.ts'
 import { batchErrorResponses } from '../schemas/error-docs.ts'
 import { CACHED_HEADERS, withHeaders } from '../schemas/headers.ts'
 import { PROFILE_FIELDS, QUERY_VALUES } from '../schemas/profile.ts'
-import { batchBody } from '../http/batch-body.ts'
-import { callerWentAway } from '../http/caller-gone.ts'
-import { sendRepresentation, setCachingHeaders } from '../http/serve-cached.ts'
+import { batchBody } from './batch-body.ts'
+import { callerSignal, callerWentAway } from '../http/caller-signal.ts'
+import { sendRepresentation, setCachingHeaders } from '../http/serve.ts'
 import { timed } from '../http/timed.ts'
 import { validationErrors } from '../http/validation-errors.ts'
 
@@ -58,7 +58,7 @@ const batchRoutes: FastifyPluginAsyncTypebox<BatchRoutesOptions> = async (app, {
     const wanted = request.query.fields === undefined ? undefined : new Set<string>(request.query.fields)
     const fields = wanted && PROFILE_FIELDS.filter((field) => wanted.has(field.toLowerCase()))
     const valid = usernames.filter((username) => usernameCheck.Check(username))
-    const { value: results, ms } = await timed(async () => await lookups.profiles(valid, app.config.UPSTREAM_MAX_CONCURRENCY, () => request.signal))
+    const { value: results, ms } = await timed(async () => await lookups.profiles(valid, app.config.UPSTREAM_MAX_CONCURRENCY, callerSignal(request)))
     const served = new Map<string, Served | ErrorResponse>()
     valid.forEach((username, i) => {
       const result = results[i] as PromiseSettledResult<Served>

@@ -1,4 +1,3 @@
-import type { FastifyReply } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { INVALID_FIELD, INVALID_USERNAME } from '../errors.ts'
@@ -8,10 +7,8 @@ import { fieldErrorResponses, lookupErrorResponses } from '../schemas/error-docs
 import { CACHED_HEADERS, withHeaders } from '../schemas/headers.ts'
 import { FIELD_BY_QUERY, FieldQuery, FieldResponse, ProfileResponse, QUERY_VALUES, TimelineResponse, type ProfileField } from '../schemas/profile.ts'
 import batchRoutes from './batch.ts'
-import { serveCached, type Representation } from '../http/serve-cached.ts'
-import type { Served } from '../cache/swr-cache.ts'
-import type { FieldServed } from '../lookups/lookups.ts'
-import { timed } from '../http/timed.ts'
+import { callerSignal } from '../http/caller-signal.ts'
+import { serve } from '../http/serve.ts'
 import { validationErrors } from '../http/validation-errors.ts'
 
 const errorResponses = {
@@ -40,13 +37,7 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: withHeaders(ProfileResponse, CACHED_HEADERS), ...errorResponses }
     },
     schemaErrorFormatter: usernameErrors
-  }, (request, reply) => {
-    const { username } = request.params
-    // A fresh entry held here is answered at once, without a promise: most requests, and the cheapest path.
-    const held = lookups.held('profile', username)
-    if (held !== undefined) return serveCached(reply, held, encodings)
-    return serveLoaded(reply, async () => await lookups.profile(username, () => request.signal))
-  })
+  }, (request, reply) => serve(reply, lookups.profile(request.params.username, callerSignal(request)), encodings))
 
   app.get('/profile/:username/timeline', {
     schema: {
@@ -58,12 +49,7 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: withHeaders(TimelineResponse, CACHED_HEADERS), ...errorResponses }
     },
     schemaErrorFormatter: usernameErrors
-  }, (request, reply) => {
-    const { username } = request.params
-    const held = lookups.held('timeline', username)
-    if (held !== undefined) return serveCached(reply, held, encodings)
-    return serveLoaded(reply, async () => await lookups.timeline(username, () => request.signal))
-  })
+  }, (request, reply) => serve(reply, lookups.timeline(request.params.username, callerSignal(request)), encodings))
 
   app.get('/user/:username', {
     schema: {
@@ -87,27 +73,12 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       done()
     }
   }, (request, reply) => {
-    const { username } = request.params
     const field = FIELD_BY_QUERY.get(request.query.query) as ProfileField
-    const held = lookups.heldField(username, field)
-    if (held !== undefined) return serveCached(reply, held, encodings, fieldRepresentation(held, field))
-    return serveLoaded(reply, async () => await lookups.field(username, field, () => request.signal), (served) => fieldRepresentation(served, field))
+    // From the cached profile: a miss loads the whole profile once, which then answers all ten fields.
+    return serve(reply, lookups.profile(request.params.username, callerSignal(request)), encodings, ({ entry }) => lookups.fieldOf(entry, field))
   })
 
   await app.register(batchRoutes, { encodings })
-
-  /** What the cache could not answer at once (a miss, a stale entry, a store away): timed for Server-Timing, then served. */
-  async function serveLoaded<S extends Served> (
-    reply: FastifyReply, lookup: () => Promise<S>, representation: (served: S) => Representation = (served) => served.entry
-  ): Promise<void> {
-    const { value: served, ms } = await timed(lookup)
-    await serveCached(reply, served, encodings, representation(served), ms)
-  }
-}
-
-/** A field's body, and its tag, which derives from its profile's: it changes exactly when the profile does. */
-function fieldRepresentation ({ fieldBody, entry }: FieldServed, field: ProfileField): Representation {
-  return { body: fieldBody, etag: `${entry.etag.slice(0, -1)}.${field}"` }
 }
 
 export default profileRoutes

@@ -1,8 +1,10 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.ts'
-import { LocalTier } from '../../src/cache/local-tier.ts'
-import type { CacheStore } from '../../src/cache/store.ts'
+import type { CacheDriver } from '../../src/cache/driver.ts'
+import { MemoryDriver } from '../../src/cache/memory-driver.ts'
+import { NearCopies } from '../../src/cache/near-copies.ts'
+import { SharedTier } from '../../src/cache/shared-tier.ts'
 import { RedisBus, type BusEvent } from '../../src/redis/bus.ts'
 import { REDIS_OPTIONS } from '../../src/redis/client.ts'
 import { RedisClock } from '../../src/redis/clock.ts'
@@ -28,7 +30,16 @@ function lockOf ({ redis, health, events }: { redis: Redis, health: RedisHealth,
   return new OwnerLock({ redis, health, bus: events, ttlMs, onError: () => {} })
 }
 
-const TIER = { ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000, alone: { maxEntries: 10, maxBytes: 1_000_000 }, purgeMemoryMs: 60_000 }
+/** This instance's tier over `driver`, on its Redis bus. */
+function tierOver (driver: CacheDriver, bus: RedisBus, now: () => number): SharedTier {
+  return new SharedTier({
+    driver,
+    bus,
+    copies: new NearCopies({ ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000, now }),
+    alone: new MemoryDriver({ maxEntries: 10, maxBytes: 1_000_000, purgeMemoryMs: 60_000, now }),
+    onError: () => {}
+  })
+}
 
 /** A probe of whether a promise has settled yet. */
 function watch (promise: Promise<unknown>): () => boolean {
@@ -43,8 +54,8 @@ t.test('events reach the other instances, never the sender, whatever the key hol
   const b = await instance(t, channel)
   const heardByA: BusEvent[] = []
   const heardByB: BusEvent[] = []
-  a.events.listen({ onEvent: (event) => heardByA.push(event), onLost: () => {} })
-  b.events.listen({ onEvent: (event) => heardByB.push(event), onLost: () => {} })
+  a.events.listen({ onEvent: (event) => heardByA.push(event), onLost: () => {}, onReady: () => {} })
+  b.events.listen({ onEvent: (event) => heardByB.push(event), onLost: () => {}, onReady: () => {} })
   const sent: BusEvent[] = [
     { type: 'filled', key: 'p:v1:{a b}:profile', etag: '"tag"' },
     { type: 'staled', key: 'p:v1:{x}:timeline' },
@@ -121,14 +132,13 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
   const clock = new Clock()
   const held = new Map<string, CacheEntry>()
   let sharedReads = 0
-  const shared: CacheStore = {
+  const driver: CacheDriver = {
     get: async (key) => { sharedReads++; return held.get(key) },
     set: async (key, entry) => { held.set(key, entry); return entry },
     purgeMark: async () => '',
-    markStale: async () => 0,
-    close: async () => {}
+    markStale: async () => 0
   }
-  const tier = new LocalTier({ shared, events: a.events, ...TIER, now: clock.now })
+  const tier = tierOver(driver, a.events, clock.now)
   const v1 = createEntry(200, '"v1"', clock.now(), { freshMs: 300_000, staleMs: 0 })
   await tier.set('k', v1)
   for (let i = 0; i < 5; i++) t.same(await tier.get('k'), v1)

@@ -1,19 +1,16 @@
 import { randomUUID } from 'node:crypto'
-import type { RedisBus } from '../redis/bus.ts'
 import type { RedisClock } from '../redis/clock.ts'
 import type { RedisCommands } from '../redis/commands.ts'
 import type { RedisHealth } from '../redis/health.ts'
 import type { CacheEntry } from './cache-entry.ts'
 import { purgeMarkKey } from './keys.ts'
-import type { CacheStore, PurgeMark } from './store.ts'
+import type { CacheDriver, PurgeMark } from './driver.ts'
 
-export interface RedisStoreOptions {
+export interface RedisDriverOptions {
   redis: Pick<RedisCommands, 'eval' | 'hgetall' | 'get'>
   health: Pick<RedisHealth, 'run'>
   /** Converts this instance's times to Redis's clock and back. */
   clock: Pick<RedisClock, 'toRedis' | 'toLocal' | 'localNow'>
-  /** Tells the other instances about fills and purges. */
-  events: Pick<RedisBus, 'publish'>
   /** How long a purge is remembered for the loads that started before it: longer than a load may last. */
   purgeMemoryMs: number
 }
@@ -60,10 +57,10 @@ return found`
  * Redis's clock, converted from and to this instance's on the way (see RedisClock). Every failure, and every
  * command while Redis is down, rejects at once with CACHE_UNAVAILABLE (see RedisHealth).
  */
-export class RedisStore implements CacheStore {
-  readonly #options: RedisStoreOptions
+export class RedisDriver implements CacheDriver {
+  readonly #options: RedisDriverOptions
 
-  constructor (options: RedisStoreOptions) {
+  constructor (options: RedisDriverOptions) {
     this.#options = options
   }
 
@@ -78,15 +75,13 @@ export class RedisStore implements CacheStore {
   }
 
   async set (key: string, entry: CacheEntry, mark = ''): Promise<CacheEntry | undefined> {
-    const { redis, health, clock, events } = this.#options
+    const { redis, health, clock } = this.#options
     const ttlMs = Math.floor(entry.staleUntil - clock.localNow())
     if (ttlMs <= 0) return undefined
     const { status, body, etag, storedAt, freshUntil, staleUntil } = entry
     const args = [status, body, etag, clock.toRedis(storedAt), mark, clock.toRedis(freshUntil), clock.toRedis(staleUntil), ttlMs]
     const stored = await health.run(async () => await redis.eval(SET_IF_NEWER, 2, key, purgeMarkKey(key), ...args))
     if (stored === null) return undefined
-    // Stored is stored: a lost event costs the other instances' copies at most their few seconds.
-    await events.publish({ type: 'filled', key, etag }).catch(() => {})
     const storedFreshUntil = clock.toLocal(Number(stored))
     return storedFreshUntil < freshUntil ? { ...entry, freshUntil: storedFreshUntil } : entry
   }
@@ -94,15 +89,10 @@ export class RedisStore implements CacheStore {
   /** No time needed: a purged entry is "fresh until stored", and loads are ordered by the purge mark. */
   async markStale (keys: readonly string[]): Promise<number> {
     if (keys.length === 0) return 0
-    const { redis, health, events, purgeMemoryMs } = this.#options
+    const { redis, health, purgeMemoryMs } = this.#options
     const pairs = keys.flatMap((key) => [key, purgeMarkKey(key)])
-    const found = await health.run(async () => await redis.eval(MARK_STALE, pairs.length, ...pairs, randomUUID(), purgeMemoryMs))
-    await Promise.all(keys.map(async (key) => await events.publish({ type: 'staled', key })))
-    return Number(found)
+    return Number(await health.run(async () => await redis.eval(MARK_STALE, pairs.length, ...pairs, randomUUID(), purgeMemoryMs)))
   }
-
-  /** The client is owned by the redis plugin, which quits it. */
-  async close (): Promise<void> {}
 }
 
 /** Redis's times become this instance's. */

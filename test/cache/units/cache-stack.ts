@@ -1,25 +1,35 @@
 import t from 'tap'
 import { createEntry, FRESHNESS_JITTER, type CacheEntry } from '../../../src/cache/cache-entry.ts'
-import { MemoryStore } from '../../../src/cache/memory-store.ts'
-import type { CacheStore } from '../../../src/cache/store.ts'
+import { MemoryDriver } from '../../../src/cache/memory-driver.ts'
+import type { CacheDriver } from '../../../src/cache/driver.ts'
 import type { CacheState } from '../../../src/cache/cache-entry.ts'
-import { SwrCache, type CacheFailure } from '../../../src/cache/swr-cache.ts'
+import { CacheStack, type CacheFailure, type Served } from '../../../src/cache/cache-stack.ts'
 import type { Resource } from '../../../src/resources.ts'
 import { Clock } from '../../helper.ts'
 
 const freshness = { freshMs: 300_000, staleMs: 86_400_000 }
+const budget = { purgeMemoryMs: 60_000, maxClaims: 1 }
 
-function setup (store?: CacheStore) {
+/** A Redis stand-in: `driver`, with a bus that is always ready and no other instance to coordinate with. */
+function sharedOver (driver: CacheDriver) {
+  return { driver, bus: { ready: true, listen: () => {}, publish: async () => {} }, claim: async () => undefined }
+}
+
+/** The in-process cache, or, given a driver, the cache over that driver as it runs over Redis. */
+function setup (driver?: CacheDriver) {
   const clock = new Clock()
   const results: Array<[Resource, CacheState]> = []
   const waiters: Resource[] = []
   const errors: CacheFailure[] = []
-  const cache = new SwrCache({
-    store: store ?? new MemoryStore({ now: clock.now }),
+  const cache = new CacheStack({
+    ...(driver !== undefined && { shared: sharedOver(driver) }),
+    budget,
     now: clock.now,
     telemetry: { cacheResult: (resource, state) => results.push([resource, state]), coalescedWaiter: (resource) => waiters.push(resource) },
     onError: (_error, _key, failure) => errors.push(failure)
   })
+  const get = async (key: string, resource: Resource, load: () => Promise<CacheEntry>, signal?: AbortSignal): Promise<Served> =>
+    await cache.lookup(key, resource, load, signal)
   let calls = 0
   let body = '"v1"'
   let failing = false
@@ -34,6 +44,7 @@ function setup (store?: CacheStore) {
   return {
     clock,
     cache,
+    get,
     results,
     waiters,
     errors,
@@ -51,7 +62,7 @@ const settle = async (): Promise<void> => await new Promise((resolve) => setImme
 t.test('concurrent misses share one load, and the waiters are reported', async (t) => {
   const s = setup()
   s.hold()
-  const pending = Array.from({ length: 20 }, async () => await s.cache.get('k', 'timeline', s.load))
+  const pending = Array.from({ length: 20 }, async () => await s.get('k', 'timeline', s.load))
   await settle()
   s.release()
   const served = await Promise.all(pending)
@@ -64,30 +75,30 @@ t.test('concurrent misses share one load, and the waiters are reported', async (
 
 t.test('a stale entry is served at once and revalidated once, in the background', async (t) => {
   const s = setup()
-  await s.cache.get('k', 'profile', s.load)
+  await s.get('k', 'profile', s.load)
   s.clock.advance(301_000)
   s.setBody('"v2"')
   s.hold()
-  const stale = await Promise.all(Array.from({ length: 10 }, async () => await s.cache.get('k', 'profile', s.load)))
+  const stale = await Promise.all(Array.from({ length: 10 }, async () => await s.get('k', 'profile', s.load)))
   t.same(stale.map(({ state, entry }) => `${state} ${entry.body}`), Array(10).fill('STALE "v1"'))
   t.equal(s.waiters.length, 0, 'stale readers wait for nothing')
   s.release()
   await settle()
   t.equal(s.calls(), 2)
-  const fresh = await s.cache.get('k', 'profile', s.load)
+  const fresh = await s.get('k', 'profile', s.load)
   t.equal(`${fresh.state} ${fresh.entry.body}`, 'HIT "v2"')
   t.equal(fresh.at, s.clock.now())
 })
 
 t.test('a failed revalidation keeps the stale entry as it was and is reported', async (t) => {
   const s = setup()
-  const { entry } = await s.cache.get('k', 'profile', s.load)
+  const { entry } = await s.get('k', 'profile', s.load)
   s.clock.advance(301_000)
   s.fail(true)
-  t.equal((await s.cache.get('k', 'profile', s.load)).state, 'STALE')
+  t.equal((await s.get('k', 'profile', s.load)).state, 'STALE')
   await settle()
   t.same(s.errors, ['revalidate'])
-  const again = await s.cache.get('k', 'profile', s.load)
+  const again = await s.get('k', 'profile', s.load)
   t.equal(again.state, 'STALE')
   t.same(again.entry, entry, 'not overwritten, not shortened')
 })
@@ -95,22 +106,21 @@ t.test('a failed revalidation keeps the stale entry as it was and is reported', 
 t.test('a failed load with nothing cached is the caller\'s error, for every waiter', async (t) => {
   const s = setup()
   s.fail(true)
-  const answers = await Promise.allSettled([s.cache.get('k', 'profile', s.load), s.cache.get('k', 'profile', s.load)])
+  const answers = await Promise.allSettled([s.get('k', 'profile', s.load), s.get('k', 'profile', s.load)])
   t.same(answers.map(({ status }) => status), ['rejected', 'rejected'])
   t.equal(s.calls(), 1)
 })
 
 t.test('a store that cannot be read answers BYPASS, still one load per key; a failed write costs the caller nothing', async (t) => {
-  const down: CacheStore = {
+  const down: CacheDriver = {
     get: async () => { throw new Error('redis is reconnecting') },
     purgeMark: async () => { throw new Error('redis is reconnecting') },
     set: async () => { throw new Error('redis is reconnecting') },
-    markStale: async () => { throw new Error('redis is reconnecting') },
-    close: async () => {}
+    markStale: async () => { throw new Error('redis is reconnecting') }
   }
   const s = setup(down)
   s.hold()
-  const pending = Array.from({ length: 5 }, async () => await s.cache.get('k', 'profile', s.load))
+  const pending = Array.from({ length: 5 }, async () => await s.get('k', 'profile', s.load))
   await settle()
   s.release()
   const served = await Promise.all(pending)
@@ -125,13 +135,13 @@ t.test('a caller gone before its miss starts no load and joins none; one that le
   const s = setup()
   const gone = new AbortController()
   gone.abort(new Error('the caller went away'))
-  await t.rejects(s.cache.get('k', 'profile', s.load, () => gone.signal), { message: 'the caller went away' })
+  await t.rejects(s.get('k', 'profile', s.load, gone.signal), { message: 'the caller went away' })
   t.equal(s.calls(), 0, 'no load for a caller already gone')
 
   s.hold()
   const leaving = new AbortController()
-  const first = s.cache.get('k', 'profile', s.load, () => leaving.signal)
-  const staying = s.cache.get('k', 'profile', s.load, () => new AbortController().signal)
+  const first = s.get('k', 'profile', s.load, leaving.signal)
+  const staying = s.get('k', 'profile', s.load, new AbortController().signal)
   await settle()
   leaving.abort(new Error('left'))
   await t.rejects(first, { message: 'left' })
@@ -150,44 +160,56 @@ t.test('freshness is shortened by at most the jitter, never lengthened', async (
   t.not(createEntry(200, '""', 0, freshness, () => 0).freshUntil, createEntry(200, '""', 0, freshness, () => 0.9).freshUntil)
 })
 
-t.test('held: a fresh entry this process holds is a HIT at once; anything else is left to get', async (t) => {
+t.test('lookup answers a fresh entry held here at once, without a promise; anything else is a promise', async (t) => {
   const s = setup()
-  t.equal(s.cache.held('k', 'profile'), undefined, 'nothing held: undefined')
-  await s.cache.get('k', 'profile', s.load)
-  const held = s.cache.held('k', 'profile')
-  t.equal(held?.state, 'HIT')
-  t.equal(held?.entry.body, '"v1"')
-  t.equal(held?.at, s.clock.now())
+  t.ok(s.cache.lookup('k', 'profile', s.load) instanceof Promise, 'nothing held: a load')
+  await settle()
+  const held = s.cache.lookup('k', 'profile', s.load)
+  if (held instanceof Promise) throw new Error('expected the held entry at once')
+  t.equal(held.state, 'HIT')
+  t.equal(held.entry.body, '"v1"')
+  t.equal(held.at, s.clock.now())
   t.same(s.results, [['profile', 'MISS'], ['profile', 'HIT']], 'a held hit is reported like any other')
   s.clock.advance(freshness.freshMs)
-  t.equal(s.cache.held('k', 'profile'), undefined, 'stale: get serves it and revalidates')
-  t.equal(s.calls(), 1, 'held never loads')
-  const remote: CacheStore = { get: async () => undefined, purgeMark: async () => '', set: async () => undefined, markStale: async () => 0, close: async () => {} }
-  t.equal(new SwrCache({ store: remote, onError: () => {} }).held('k', 'profile'), undefined, 'a store without peek holds nothing here')
+  const stale = s.cache.lookup('k', 'profile', s.load)
+  t.ok(stale instanceof Promise, 'stale: served through the store, and revalidated')
+  t.equal((await stale).state, 'STALE')
+})
+
+t.test('over a shared store, a copy held here answers at once for a few seconds, then the store is read again', async (t) => {
+  const memory = new MemoryDriver({ now: Date.now, purgeMemoryMs: 60_000 })
+  let reads = 0
+  const s = setup(readingThrough(memory, async (key) => { reads++; return await memory.get(key) }))
+  await s.get('k', 'profile', s.load)
+  const afterFill = reads
+  const copy = s.cache.lookup('k', 'profile', s.load)
+  t.notOk(copy instanceof Promise, 'the fill is held here')
+  s.clock.advance(3_000)
+  t.equal((await s.cache.lookup('k', 'profile', s.load)).state, 'HIT', 'a fresh entry, read from the store')
+  t.equal(reads, afterFill + 1, 'once the copy has expired')
 })
 
 /** A store that is `memory` but for its reads, which `get` makes. */
-function readingThrough (memory: MemoryStore, get: CacheStore['get']): CacheStore {
+function readingThrough (memory: MemoryDriver, get: CacheDriver['get']): CacheDriver {
   return {
     get,
     purgeMark: async (key) => await memory.purgeMark(key),
     set: async (key, entry, mark) => await memory.set(key, entry, mark),
-    markStale: async (keys, now) => await memory.markStale(keys, now),
-    close: async () => {}
+    markStale: async (keys, now) => await memory.markStale(keys, now)
   }
 }
 
 t.test('a caller arriving while a load is under way joins it without asking the store', async (t) => {
-  const memory = new MemoryStore()
+  const memory = new MemoryDriver({ now: Date.now, purgeMemoryMs: 60_000 })
   let reads = 0
   const s = setup(readingThrough(memory, async (key) => { reads++; return await memory.get(key) }))
   s.hold()
-  const first = s.cache.get('k', 'profile', s.load)
+  const first = s.get('k', 'profile', s.load)
   await settle()
-  t.equal(reads, 1)
-  const later = s.cache.get('k', 'profile', s.load)
+  const afterFirst = reads
+  const later = s.get('k', 'profile', s.load)
   await settle()
-  t.equal(reads, 1, 'the later caller read nothing')
+  t.equal(reads, afterFirst, 'the later caller read nothing')
   s.release()
   t.same((await Promise.all([first, later])).map(({ state, entry }) => [state, entry.body]), [['MISS', '"v1"'], ['MISS', '"v1"']])
   t.equal(s.calls(), 1)
@@ -195,15 +217,15 @@ t.test('a caller arriving while a load is under way joins it without asking the 
 })
 
 t.test('a caller arriving while a load the store could not be read for is under way asks the store again', async (t) => {
-  const memory = new MemoryStore()
+  const memory = new MemoryDriver({ now: Date.now, purgeMemoryMs: 60_000 })
   let failing = true
   const s = setup(readingThrough(memory, async (key) => { if (failing) throw new Error('Redis timed out'); return await memory.get(key) }))
   s.hold()
-  const first = s.cache.get('k', 'profile', s.load)
+  const first = s.get('k', 'profile', s.load)
   await settle()
   failing = false
   await memory.set('k', createEntry(200, '"from another instance"', Date.now(), freshness))
-  const later = await s.cache.get('k', 'profile', s.load)
+  const later = await s.get('k', 'profile', s.load)
   t.same([later.state, later.entry.body], ['HIT', '"from another instance"'], 'served from the store at once, not after the load')
   s.release()
   t.equal((await first).state, 'BYPASS')

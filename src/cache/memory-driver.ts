@@ -2,29 +2,31 @@ import { randomUUID } from 'node:crypto'
 import { entrySize, markedStale, type CacheEntry } from './cache-entry.ts'
 import type { LRUCache } from 'lru-cache'
 import { boundedLru, setUntil } from './bounded-lru.ts'
-import type { CacheStore, PurgeMark } from './store.ts'
+import type { PurgeMark, Tier } from './driver.ts'
 
 export const DEFAULT_MAX_ENTRIES = 10_000
 /** Counted as string lengths plus a little per entry: an approximation of the heap it takes. */
 export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-/** How long a purge is remembered for the loads that started before it: longer than a load may last. */
-const DEFAULT_PURGE_MEMORY_MS = 60_000
 
-export interface MemoryStoreOptions {
+export interface MemoryDriverOptions {
   maxEntries?: number
   maxBytes?: number
-  purgeMemoryMs?: number
-  now?: () => number
+  /** How long a purge is remembered for the loads that started before it (see load-budget.ts). */
+  purgeMemoryMs: number
+  now: () => number
 }
 
-/** The embedded default, and an instance's own store while Redis is away: bounded, each entry gone once unservable. */
-export class MemoryStore implements CacheStore {
+/**
+ * The embedded default, and an instance's own store while Redis is away: bounded, each entry gone once
+ * unservable. Its reads need no I/O, so it is a tier on its own.
+ */
+export class MemoryDriver implements Tier {
   readonly #entries: LRUCache<string, CacheEntry>
   /** Each key's last purge mark, while a load that started before it may still be running. */
   readonly #purged: LRUCache<string, PurgeMark>
   readonly #purgeMemoryMs: number
 
-  constructor ({ maxEntries = DEFAULT_MAX_ENTRIES, maxBytes = DEFAULT_MAX_BYTES, purgeMemoryMs = DEFAULT_PURGE_MEMORY_MS, now = Date.now }: MemoryStoreOptions = {}) {
+  constructor ({ maxEntries = DEFAULT_MAX_ENTRIES, maxBytes = DEFAULT_MAX_BYTES, purgeMemoryMs, now }: MemoryDriverOptions) {
     this.#entries = boundedLru({ maxEntries, maxBytes, sizeOf: entrySize, now })
     this.#purged = boundedLru({ maxEntries, now })
     this.#purgeMemoryMs = purgeMemoryMs
@@ -38,12 +40,16 @@ export class MemoryStore implements CacheStore {
     return this.#entries.calculatedSize
   }
 
-  async get (key: string): Promise<CacheEntry | undefined> {
-    return this.peek(key)
+  held (key: string): CacheEntry | undefined {
+    return this.#entries.get(key)
   }
 
-  peek (key: string): CacheEntry | undefined {
-    return this.#entries.get(key)
+  async get (key: string): Promise<CacheEntry | undefined> {
+    return this.held(key)
+  }
+
+  async latest (key: string): Promise<CacheEntry | undefined> {
+    return this.held(key)
   }
 
   async purgeMark (key: string): Promise<PurgeMark> {
@@ -80,9 +86,5 @@ export class MemoryStore implements CacheStore {
   clear (): void {
     this.#entries.clear()
     this.#purged.clear()
-  }
-
-  async close (): Promise<void> {
-    this.clear()
   }
 }

@@ -1,8 +1,10 @@
 import t from 'tap'
 import { createEntry, type CacheEntry } from '../../../src/cache/cache-entry.ts'
-import { LocalTier } from '../../../src/cache/local-tier.ts'
+import type { CacheDriver } from '../../../src/cache/driver.ts'
+import { MemoryDriver } from '../../../src/cache/memory-driver.ts'
+import { NearCopies } from '../../../src/cache/near-copies.ts'
+import { SharedTier } from '../../../src/cache/shared-tier.ts'
 import type { BusEvent } from '../../../src/redis/bus.ts'
-import type { CacheStore } from '../../../src/cache/store.ts'
 
 /** A shared store whose reads the test answers one by one, and an events channel the test speaks on. */
 function tierOverHeldReads () {
@@ -10,16 +12,21 @@ function tierOverHeldReads () {
   const pending: Array<() => void> = []
   /** While set, writes wait for it. */
   const gate: { write?: Promise<void> } = {}
-  const shared: CacheStore = {
+  const driver: CacheDriver = {
     get: async (key) => await new Promise((resolve) => { pending.push(() => resolve(held.get(key))) }),
     set: async (key, entry) => { await gate.write; held.set(key, entry); return entry },
     purgeMark: async () => '',
-    markStale: async () => 0,
-    close: async () => {}
+    markStale: async () => 0
   }
   let onEvent: (event: BusEvent) => void = () => {}
-  const events = { ready: true, listen: (listener: { onEvent: (event: BusEvent) => void }) => { onEvent = listener.onEvent } }
-  const tier = new LocalTier({ shared, events, ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000, alone: { maxEntries: 10, maxBytes: 1_000_000 }, purgeMemoryMs: 60_000 })
+  const bus = { ready: true, listen: (listener: { onEvent: (event: BusEvent) => void }) => { onEvent = listener.onEvent }, publish: async () => {} }
+  const tier = new SharedTier({
+    driver,
+    bus,
+    copies: new NearCopies({ ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000, now: Date.now }),
+    alone: new MemoryDriver({ maxEntries: 10, maxBytes: 1_000_000, purgeMemoryMs: 60_000, now: Date.now }),
+    onError: () => {}
+  })
   const answerReads = (): number => pending.splice(0).map((answer) => answer()).length
   const entry = (body: string): CacheEntry => createEntry(200, body, Date.now(), { freshMs: 300_000, staleMs: 0 })
   return { tier, held, answerReads, entry, gate, hear: (event: BusEvent) => onEvent(event) }
@@ -88,16 +95,16 @@ t.test('a read or write under way when this instance purges the key does not lea
   }
 })
 
-t.test('peek answers the copy held here, never a read: the hit path\'s question', async (t) => {
+t.test('held answers the copy held here, never a read: the hit path\'s question', async (t) => {
   const { tier, held, answerReads, entry, hear } = tierOverHeldReads()
   const v1 = entry('"v1"')
   held.set('k', v1)
-  t.equal(tier.peek('k'), undefined, 'not held here yet')
+  t.equal(tier.held('k'), undefined, 'not held here yet')
   t.equal(answerReads(), 0, 'and nothing was read')
   const read = tier.get('k')
   answerReads()
   await read
-  t.same(tier.peek('k'), v1, 'the copy, once read')
+  t.same(tier.held('k'), v1, 'the copy, once read')
   hear({ type: 'staled', key: 'k' })
-  t.equal(tier.peek('k'), undefined, 'gone when another instance purges it')
+  t.equal(tier.held('k'), undefined, 'gone when another instance purges it')
 })

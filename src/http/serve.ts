@@ -1,35 +1,38 @@
+import { performance } from 'node:perf_hooks'
 import type { FastifyReply } from 'fastify'
-import type { CacheState } from '../cache/cache-entry.ts'
-import type { Served } from '../cache/swr-cache.ts'
+import type { CacheState, Representation } from '../cache/cache-entry.ts'
+import type { Served } from '../cache/cache-stack.ts'
 import { shortPrefix } from './caller-input.ts'
 import { preferredCoding, worthEncoding, type EncodedBodies, type Encodings } from './encoded-bodies.ts'
-import { PROFILE_NOT_FOUND } from '../errors.ts'
-
-/** A body as sent, and the tag that names this version of it. */
-export interface Representation {
-  body: string
-  etag: string
-}
+import { PROFILE_NOT_FOUND, withMaxAge } from '../errors.ts'
 
 /**
- * Turns a cache answer into HTTP: the caching headers (see cachingHeaders), 304 when the caller already
- * holds the version served now, else the body, compressed when the caller accepts it. A negative entry
- * becomes PROFILE_NOT_FOUND, cacheable for what is left of its freshness. It returns a promise only
- * while a body's encodings are still being made (a hit takes none), and undefined once the answer is sent.
+ * Turns a cache answer into HTTP: the caching headers (see setCachingHeaders), 304 when the caller
+ * already holds the version served now, else `representation` of the entry (the entry itself by
+ * default), compressed when the caller accepts it. A negative entry becomes PROFILE_NOT_FOUND,
+ * cacheable for what is left of its freshness. An answer the cache had at once is sent at once (a
+ * promise only while a large body's encodings are first made); a promised one is timed for Server-Timing.
  */
-export function serveCached (
+export function serve (
   reply: FastifyReply,
-  served: Served,
+  answer: Served | Promise<Served>,
   encodings: EncodedBodies,
-  representation: Representation = served.entry,
-  upstreamMs?: number
+  representation: (served: Served) => Representation = (served) => served.entry
+): Promise<void> | undefined {
+  if (!(answer instanceof Promise)) return send(reply, answer, encodings, representation)
+  const started = performance.now()
+  return answer.then((served) => send(reply, served, encodings, representation, performance.now() - started))
+}
+
+function send (
+  reply: FastifyReply, served: Served, encodings: EncodedBodies, representation: (served: Served) => Representation, upstreamMs?: number
 ): Promise<void> | undefined {
   setCachingHeaders(reply, [served], upstreamMs)
   if (served.entry.status === 404) {
-    reply.header('cache-control', `public, max-age=${wholeSeconds(served.entry.freshUntil - served.at)}`)
-    throw new PROFILE_NOT_FOUND(shortPrefix((reply.request.params as { username: string }).username))
+    const username = (reply.request.params as { username: string }).username
+    throw withMaxAge(new PROFILE_NOT_FOUND(shortPrefix(username)), (served.entry.freshUntil - served.at) / 1000)
   }
-  return sendRepresentation(reply, representation, encodings)
+  return sendRepresentation(reply, representation(served), encodings)
 }
 
 /**

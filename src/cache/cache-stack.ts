@@ -1,0 +1,139 @@
+import type { LoadBudget } from '../load-budget.ts'
+import type { Resource } from '../resources.ts'
+import type { RedisBus } from '../redis/bus.ts'
+import type { Claim } from '../redis/owner-lock.ts'
+import type { Telemetry } from '../telemetry/telemetry.ts'
+import { isFresh, isServable, type CacheEntry, type CacheState } from './cache-entry.ts'
+import type { CacheDriver, Tier } from './driver.ts'
+import { Flights, type FlightCause, type StartLoad } from './flights.ts'
+import { Loader } from './loader.ts'
+import { MemoryDriver } from './memory-driver.ts'
+import { NearCopies, type NearCopiesOptions } from './near-copies.ts'
+import { SharedTier } from './shared-tier.ts'
+
+export interface Served {
+  entry: CacheEntry
+  state: CacheState
+  /** When the cache decided: what is left of freshness, and the entry's age, count from here. */
+  at: number
+}
+
+/** Where a cache failure happened: a background revalidation, or the store (read, write, purge). */
+export type CacheFailure = 'revalidate' | 'store'
+
+export interface CacheStackOptions {
+  /** Bounds of this process's store: the whole cache without Redis, and this instance's own while Redis is away. */
+  memory?: { maxEntries?: number, maxBytes?: number }
+  /** Redis, the bus the instances tell each other on, and the lock that elects one loader per key; absent: in-process only. */
+  shared?: {
+    driver: CacheDriver
+    bus: Pick<RedisBus, 'ready' | 'listen' | 'publish'>
+    claim: (key: string) => Promise<Claim | undefined>
+    copies?: Omit<NearCopiesOptions, 'now'>
+  }
+  budget: Pick<LoadBudget, 'purgeMemoryMs' | 'maxClaims'>
+  now: () => number
+  telemetry: Pick<Telemetry, 'cacheResult' | 'coalescedWaiter'>
+  /** Failures without a caller to tell: a revalidation in the background, a store that is away. */
+  onError: (error: unknown, key: string, failure: CacheFailure) => void
+}
+
+/**
+ * The cache: this process's tier in front of Redis's (or alone), the bus that keeps them coherent, one
+ * load per key across instances, stale-while-revalidate. `lookup` answers a fresh entry held here at
+ * once, without a promise (the path most requests take); anything else is a promise: a fresh entry read
+ * from Redis (HIT), a stale one served while it is refreshed in the background, once (STALE), or a load
+ * shared by every caller of the key in this process and, through the lock, every instance (MISS). When
+ * the store cannot be read the answer comes straight from the load (BYPASS), still shared here. A caller
+ * whose signal aborts stops waiting at once; a load its callers have all left is cancelled and stores nothing.
+ */
+export class CacheStack {
+  readonly #tier: Tier
+  readonly #loader: Loader
+  readonly #flights = new Flights()
+  readonly #now: () => number
+  readonly #telemetry: CacheStackOptions['telemetry']
+  readonly #onError: CacheStackOptions['onError']
+
+  constructor ({ memory, shared, budget, now, telemetry, onError }: CacheStackOptions) {
+    const local = new MemoryDriver({ ...memory, purgeMemoryMs: budget.purgeMemoryMs, now })
+    this.#tier = shared === undefined
+      ? local
+      : new SharedTier({
+        driver: shared.driver,
+        bus: shared.bus,
+        copies: new NearCopies({ ...shared.copies, now }),
+        alone: local,
+        onError: (error) => { onError(error, '', 'store') }
+      })
+    this.#loader = new Loader({
+      tier: this.#tier,
+      locks: shared === undefined ? undefined : { claim: shared.claim, maxClaims: budget.maxClaims },
+      now,
+      onStoreError: (error, key) => { onError(error, key, 'store') }
+    })
+    this.#now = now
+    this.#telemetry = telemetry
+    this.#onError = onError
+  }
+
+  /** `signal` aborts when the caller goes away (absent: a caller that never leaves). */
+  lookup (key: string, resource: Resource, load: StartLoad, signal?: AbortSignal): Served | Promise<Served> {
+    const now = this.#now()
+    const held = this.#tier.held(key)
+    if (held !== undefined && isFresh(held, now)) return this.#reported(resource, { entry: held, state: 'HIT', at: now })
+    return this.#resolve(key, resource, load, signal).then((served) => this.#reported(resource, served))
+  }
+
+  /** Purge: the entries become stale everywhere, so the next read serves them and revalidates once. */
+  async markStale (keys: readonly string[]): Promise<number> {
+    return await this.#tier.markStale(keys, this.#now())
+  }
+
+  close (): void {
+    this.#tier.clear()
+  }
+
+  async #resolve (key: string, resource: Resource, load: StartLoad, signal: AbortSignal | undefined): Promise<Served> {
+    // A load started because the store had nothing servable answers before the store could tell anything
+    // new: a herd's later callers join it at once. (A revalidation's callers are served the stale entry,
+    // and a bypass's read the store again, which may be back.)
+    if (this.#flights.cause(key) === 'miss') return await this.#loaded(key, resource, undefined, load, signal, 'miss')
+    let cached: CacheEntry | undefined
+    try {
+      cached = await this.#tier.get(key)
+    } catch (error) {
+      this.#onError(error, key, 'store')
+      return await this.#loaded(key, resource, undefined, load, signal, 'bypass')
+    }
+    const now = this.#now()
+    if (cached !== undefined && isFresh(cached, now)) return { entry: cached, state: 'HIT', at: now }
+    if (cached !== undefined && isServable(cached, now)) {
+      const seen = cached
+      this.#flights.revalidate(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal), (error) => {
+        this.#onError(error, key, 'revalidate')
+      })
+      return { entry: cached, state: 'STALE', at: now }
+    }
+    return await this.#loaded(key, resource, undefined, load, signal, 'miss')
+  }
+
+  /** The key's load in this process, joined or started, as `cause` names it. */
+  async #loaded (
+    key: string, resource: Resource, seen: CacheEntry | undefined, load: StartLoad, signal: AbortSignal | undefined, cause: FlightCause
+  ): Promise<Served> {
+    const entry = await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal), cause, signal, () => {
+      this.#telemetry.coalescedWaiter(resource)
+    })
+    return { entry, state: cause === 'bypass' ? 'BYPASS' : 'MISS', at: this.#now() }
+  }
+
+  async #load (key: string, resource: Resource, seen: CacheEntry | undefined, load: StartLoad, signal: AbortSignal): Promise<CacheEntry> {
+    return await this.#loader.load(key, seen, load, signal, () => { this.#telemetry.coalescedWaiter(resource) })
+  }
+
+  #reported (resource: Resource, served: Served): Served {
+    this.#telemetry.cacheResult(resource, served.state)
+    return served
+  }
+}

@@ -1,0 +1,77 @@
+import { nobodyWaits, untilAborted } from '../cancellation.ts'
+import type { CacheEntry } from './cache-entry.ts'
+
+/**
+ * Why a load started: the store had nothing servable (`miss`), could not be read (`bypass`), or holds a
+ * stale entry being served meanwhile (`revalidation`: nobody asked for it, so nobody leaving cancels it).
+ */
+export type FlightCause = 'miss' | 'bypass' | 'revalidation'
+
+/** Starts the load; `signal` aborts once nobody waits for it any more. */
+export type StartLoad = (signal: AbortSignal) => Promise<CacheEntry>
+
+/** One load of a key in this process, shared by its callers. */
+interface Flight {
+  promise: Promise<CacheEntry>
+  /** Aborts the load once its last caller has left. */
+  controller: AbortController
+  /** Callers waiting for it, less those that left. */
+  waiters: number
+  cause: FlightCause
+}
+
+/**
+ * One load per key at a time in this process. Callers join the load under way; each waits until it
+ * settles or its own signal aborts, and the last caller to leave cancels it (a revalidation runs to its end).
+ */
+export class Flights {
+  readonly #inFlight = new Map<string, Flight>()
+
+  cause (key: string): FlightCause | undefined {
+    return this.#inFlight.get(key)?.cause
+  }
+
+  /** The key's load, joined or started; `joined` hears of a caller that found one under way. */
+  async join (key: string, start: StartLoad, cause: FlightCause, signal: AbortSignal | undefined, joined: () => void): Promise<CacheEntry> {
+    // A caller already gone (a batch's later members) starts no load and joins none.
+    signal?.throwIfAborted()
+    let flight = this.#inFlight.get(key)
+    if (flight === undefined) flight = this.#start(key, start, cause)
+    else joined()
+    flight.waiters++
+    if (signal === undefined) return await flight.promise
+    try {
+      return await untilAborted(flight.promise, signal)
+    } catch (error) {
+      if (signal.aborted) this.#leave(key, flight)
+      throw error
+    }
+  }
+
+  /** A load nobody waits for; its failure goes to `onError`. */
+  revalidate (key: string, start: StartLoad, onError: (error: unknown) => void): void {
+    if (this.#inFlight.has(key)) return
+    this.#start(key, start, 'revalidation').promise.catch(onError)
+  }
+
+  #start (key: string, start: StartLoad, cause: FlightCause): Flight {
+    const controller = new AbortController()
+    const flight: Flight = { promise: start(controller.signal), controller, waiters: 0, cause }
+    this.#inFlight.set(key, flight)
+    // Also handles the rejection of a load every caller has left.
+    const done = (): void => { this.#forget(key, flight) }
+    flight.promise.then(done, done)
+    return flight
+  }
+
+  /** Later callers start their own load rather than join a cancelled one. */
+  #leave (key: string, flight: Flight): void {
+    if (--flight.waiters > 0 || flight.cause === 'revalidation') return
+    this.#forget(key, flight)
+    flight.controller.abort(nobodyWaits('every caller of this load went away'))
+  }
+
+  #forget (key: string, flight: Flight): void {
+    if (this.#inFlight.get(key) === flight) this.#inFlight.delete(key)
+  }
+}

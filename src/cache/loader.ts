@@ -1,0 +1,95 @@
+import { untilAborted } from '../cancellation.ts'
+import type { Claim } from '../redis/owner-lock.ts'
+import { isFresh, isServable, sameVersion, type CacheEntry } from './cache-entry.ts'
+import type { PurgeMark, Tier } from './driver.ts'
+import type { StartLoad } from './flights.ts'
+
+/** Who loads a key across the instances sharing Redis: absent for the in-process cache, or while Redis is away. */
+export interface OwnerLocks {
+  claim: (key: string) => Promise<Claim | undefined>
+  /** How many times a load waits for another instance's (each wait lasts at most a lock's lifetime) before it goes ahead alone. */
+  maxClaims: number
+}
+
+export interface LoaderOptions {
+  tier: Pick<Tier, 'latest' | 'purgeMark' | 'set'>
+  locks: OwnerLocks | undefined
+  now: () => number
+  /** A store that is away costs the cache, never the caller. */
+  onStoreError: (error: unknown, key: string) => void
+}
+
+/**
+ * Loads a key and stores what it loaded, once across instances: the owner of the key's lock loads; the
+ * others wait for its release and read what it stored. A failed load never touches a stored entry.
+ */
+export class Loader {
+  readonly #options: LoaderOptions
+
+  constructor (options: LoaderOptions) {
+    this.#options = options
+  }
+
+  /**
+   * `seen` is what this instance found (a stale entry or nothing): a fresh entry, or another version, in
+   * the store means another instance has loaded it meanwhile. A waiter woken with nothing new claims again
+   * rather than loading at once: what woke it may be the late release of an earlier lock while another
+   * instance's load is still running. After `maxClaims` waits it loads on its own. `waited` hears of a
+   * load that waits for another instance's.
+   */
+  async load (key: string, seen: CacheEntry | undefined, start: StartLoad, signal: AbortSignal, waited: () => void): Promise<CacheEntry> {
+    const { locks } = this.#options
+    if (locks === undefined) return await this.#loadAndStore(key, start, signal, this.#purgeMark(key))
+    for (let attempt = 1; ; attempt++) {
+      // The look for another instance's fill and the purge mark go out right behind the claim, on its
+      // connection, so Redis runs them after it: one round trip where three waited on each other.
+      const claiming = locks.claim(key)
+      const looking = this.#loadedElsewhere(key, seen)
+      const marking = this.#purgeMark(key)
+      const claim = await claiming
+      if (claim === undefined) return await this.#loadAndStore(key, start, signal, marking)
+      if (claim.owner) {
+        try {
+          // The previous owner may have finished between our read and our lock.
+          return await looking ?? await this.#loadAndStore(key, start, signal, marking)
+        } finally {
+          // Also when cancelled, so the other instances' waiters move on; the release reports its own failures.
+          claim.release().catch(() => {})
+        }
+      }
+      if (attempt === 1) waited()
+      await untilAborted(claim.settled, signal)
+      const loaded = await this.#loadedElsewhere(key, seen)
+      if (loaded !== undefined) return loaded
+      if (attempt >= locks.maxClaims) return await this.#loadAndStore(key, start, signal, this.#purgeMark(key))
+    }
+  }
+
+  async #loadedElsewhere (key: string, seen: CacheEntry | undefined): Promise<CacheEntry | undefined> {
+    let current: CacheEntry | undefined
+    try {
+      // Past shared reads in flight: one that began before the other load was stored would say "not yet".
+      current = await this.#options.tier.latest(key)
+    } catch (error) {
+      this.#options.onStoreError(error, key)
+      return undefined
+    }
+    const now = this.#options.now()
+    if (current === undefined || !isServable(current, now)) return undefined
+    return isFresh(current, now) || !sameVersion(current, seen) ? current : undefined
+  }
+
+  /** Read before the upstream is asked, so that a purge after it stores the fill stale; unread, the store takes a purge it remembers as later. */
+  async #purgeMark (key: string): Promise<PurgeMark | undefined> {
+    return await this.#options.tier.purgeMark(key).catch((error: unknown) => { this.#options.onStoreError(error, key); return undefined })
+  }
+
+  async #loadAndStore (key: string, start: StartLoad, signal: AbortSignal, marking: Promise<PurgeMark | undefined>): Promise<CacheEntry> {
+    const mark = await marking
+    // Its callers may have gone during that read.
+    signal.throwIfAborted()
+    const entry = await start(signal)
+    await this.#options.tier.set(key, entry, mark).catch((error: unknown) => this.#options.onStoreError(error, key))
+    return entry
+  }
+}
