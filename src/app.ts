@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.ts'
 import { loggerOptions, OneLinePerRequest, requestId } from './logging/logging.ts'
+import { answerHalfClosedRequests } from './http/half-close.ts'
 import configPlugin from './plugins/config.ts'
 import errorHandler from './plugins/error-handler.ts'
 import redis from './plugins/redis.ts'
@@ -68,6 +69,7 @@ export async function buildApp ({
     // A malformed URL (bad percent-encoding) is answered before any route, hence before the error handler and the hooks.
     frameworkErrors: (error, request, reply) => { app.answerFrameworkError(error, request, reply) }
   }).withTypeProvider<TypeBoxTypeProvider>()
+  answerHalfClosedRequests(app.server)
 
   await app.register(configPlugin, { config })
   await app.register(errorHandler)
