@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http'
 import type { FastifyError } from 'fastify'
 import { shortPrefix } from './caller-input.ts'
 import * as errors from '../errors.ts'
-import type { ErrorResponse } from '../schemas/common.ts'
+import { errorBody, type ErrorResponse } from '../schemas/common.ts'
 
 /** The contract's codes: every export of errors.ts whose name is its code. */
 const CONTRACT_CODES = new Set(Object.keys(errors))
@@ -14,20 +14,12 @@ const CONTRACT_CODES = new Set(Object.keys(errors))
  */
 export function errorResponse (error: Partial<FastifyError>): ErrorResponse {
   if (error.code !== undefined && CONTRACT_CODES.has(error.code) && error.statusCode !== undefined) {
-    return describe(error as FastifyError)
+    return errorBody(error as FastifyError)
   }
   const status = error.statusCode ?? 500
   // Fastify's own messages may quote the URL or a header: only a short prefix of them goes back.
-  if (status >= 400 && status < 500) return body(status, codeOfStatus(status), shortPrefix(error.message ?? '', 80))
-  return describe(new errors.INTERNAL_ERROR())
-}
-
-function describe (error: FastifyError): ErrorResponse {
-  return body(error.statusCode ?? 500, error.code, error.message)
-}
-
-function body (statusCode: number, code: string, message: string): ErrorResponse {
-  return { statusCode, code, error: STATUS_CODES[statusCode] ?? 'Error', message }
+  if (status >= 400 && status < 500) return errorBody({ statusCode: status, code: codeOfStatus(status), message: shortPrefix(error.message ?? '', 80) })
+  return errorBody(new errors.INTERNAL_ERROR())
 }
 
 /** `Payload Too Large` -> `PAYLOAD_TOO_LARGE`. */

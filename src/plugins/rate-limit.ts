@@ -3,9 +3,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandle
 import fp from 'fastify-plugin'
 import { RATE_LIMITED, withRetryAfter } from '../errors.ts'
 import { isOperationalRoute } from '../http/operational-routes.ts'
-import { LocalRateCounts, type RateCounts } from '../http/rate-counts.ts'
+import { LocalRateCounts, type RateCounts } from '../rate-limit/rate-counts.ts'
 import { addOnRequest } from '../http/route-hooks.ts'
-import { RATE_LIMIT_WINDOW_MS, STANDALONE_RATE_LIMIT_CLIENTS } from '../http/rate-limit-policy.ts'
+import { RATE_LIMIT_WINDOW_MS, STANDALONE_RATE_LIMIT_CLIENTS } from '../rate-limit/policy.ts'
 import { SharedRateCounts } from '../redis/shared-rate-counts.ts'
 
 declare module 'fastify' {

@@ -1,6 +1,6 @@
 import type { RedisCommands } from './commands.ts'
 import type { RedisHealth } from './health.ts'
-import type { RateCount, RateCounts } from '../http/rate-counts.ts'
+import type { RateCount, RateCounts } from '../rate-limit/rate-counts.ts'
 
 export interface SharedRateCountsOptions {
   redis: Pick<RedisCommands, 'incrby' | 'pexpire'>

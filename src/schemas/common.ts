@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http'
 import { Type, type Static, type TUnsafe, type SchemaOptions } from '@sinclair/typebox'
 
 export const ErrorResponse = Type.Object({
@@ -7,6 +8,18 @@ export const ErrorResponse = Type.Object({
   message: Type.String({ examples: ['No profile for username ghost'] })
 }, { $id: 'ErrorResponse', description: 'Every error the service answers' })
 export type ErrorResponse = Static<typeof ErrorResponse>
+
+/** An error as created by src/errors.ts: its code and status travel with it. */
+export interface CodedError {
+  code: string
+  statusCode?: number
+  message: string
+}
+
+/** A coded error's body, `error` being its status's HTTP reason. */
+export function errorBody ({ statusCode = 500, code, message }: CodedError): ErrorResponse {
+  return { statusCode, code, error: STATUS_CODES[statusCode] ?? 'Error', message }
+}
 
 /**
  * 1 to 128 code points (ajv matches patterns with the `u` flag), not `.` or `..`, no C0 control

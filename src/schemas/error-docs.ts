@@ -1,17 +1,9 @@
 import { STATUS_CODES } from 'node:http'
 import { Type, type TObject } from '@sinclair/typebox'
-import { errorResponse } from '../http/error-response.ts'
 import * as errors from '../errors.ts'
-import { StringEnum, type ErrorResponse } from './common.ts'
+import { errorBody, StringEnum, type CodedError, type ErrorResponse } from './common.ts'
 import { ERROR_HEADERS } from './headers.ts'
 import { QUERY_VALUES } from './profile.ts'
-
-/** An error a route can answer, as created by src/errors.ts (its code and status travel with it). */
-interface CodedError {
-  code: string
-  statusCode?: number
-  message: string
-}
 
 /** The error body, its `code` one of `codes` (an enum a client generator turns into a union type). */
 export function ErrorBody (codes: readonly string[], options: Record<string, unknown> = {}): TObject {
@@ -26,12 +18,12 @@ export function ErrorBody (codes: readonly string[], options: Record<string, unk
 /**
  * The response schemas of a route's errors, for the OpenAPI document: one per status, its `code` an
  * enum of every code the route can answer with it, with each code's body as an example (built by the
- * same `errorResponse` that builds the real ones). An enum does not narrow what the serializer writes.
+ * same `errorBody` that builds the real ones). An enum does not narrow what the serializer writes.
  */
 function errorResponses (...errors: CodedError[]): Record<number, TObject> {
   const byStatus = new Map<number, ErrorResponse[]>()
   for (const error of errors) {
-    const body = errorResponse(error)
+    const body = errorBody(error)
     byStatus.set(body.statusCode, [...byStatus.get(body.statusCode) ?? [], body])
   }
   return Object.fromEntries([...byStatus].map(([status, bodies]) => [status, ErrorBody(bodies.map((body) => body.code), {
