@@ -1,4 +1,21 @@
-/** Import rules for src/: checked by `npm run lint`. */
+/**
+ * Import rules for src/, checked by `npm run lint`. The layers, from the top:
+ *   app.ts, server.ts → plugins/ → routes/ → http/ → lookups/ → cache/ → redis/;  upstream/ → redis/
+ * and below them all the shared vocabulary (config, errors, resources, schemas, telemetry, logging,
+ * rate-limit, load-budget, cancellation), which imports none of the layers. A module imports its own
+ * layer and those below it, never one above.
+ */
+const BASE = '^src/(config|errors|resources|load-budget|cancellation|v8-flags)\\.ts$|^src/(schemas|telemetry|logging|rate-limit)/'
+
+/** `layer` may not import any of `above`. */
+const below = (name, layer, above, comment) => ({
+  name,
+  severity: 'error',
+  comment,
+  from: { path: layer },
+  to: { path: above }
+})
+
 module.exports = {
   forbidden: [
     {
@@ -8,12 +25,26 @@ module.exports = {
       from: {},
       to: { circular: true }
     },
+    below('plugins-only-from-the-app', '^src/(?!plugins/|app\\.ts$|server\\.ts$)', '^src/plugins/',
+      'Plugins wire the logic into Fastify; the logic never depends on them.'),
+    below('routes-only-from-the-app', '^src/(?!routes/|plugins/|app\\.ts$)', '^src/routes/',
+      'Routes are registered by the app; nothing below them knows of them.'),
+    below('http-only-from-routes-and-plugins', '^src/(?!http/|routes/|plugins/|app\\.ts$|server\\.ts$)', '^src/http/',
+      'HTTP helpers serve the routes and plugins; the logic below never speaks HTTP.'),
+    below('lookups-below-routes', '^src/(cache|redis|upstream)/|' + BASE, '^src/lookups/',
+      'The lookups call the cache and the upstream, never the other way round.'),
+    below('cache-above-redis-only', '^src/(redis|upstream)/|' + BASE, '^src/cache/',
+      'The cache stands on Redis (its driver, bus and locks); Redis and the upstream know nothing of it.'),
+    below('upstream-above-redis-only', '^src/(cache|redis)/|' + BASE, '^src/upstream/',
+      'The upstream edge stands on Redis (the shared token and back-off); the cache reaches it through the lookups.'),
+    below('redis-at-the-bottom', BASE, '^src/redis/',
+      'Redis is the lowest layer but the shared vocabulary.'),
     {
-      name: 'logic-not-from-plugins',
+      name: 'shared-vocabulary-imports-no-layer',
       severity: 'error',
-      comment: 'Plugins wire the logic into Fastify; the logic never depends on them.',
-      from: { path: '^src/', pathNot: '^src/(plugins/|app\\.ts$|server\\.ts$)' },
-      to: { path: '^src/plugins/' }
+      comment: 'Config, errors, schemas, telemetry and the like are imported by every layer, so they import none.',
+      from: { path: BASE },
+      to: { path: '^src/(plugins|routes|http|lookups|cache|upstream|redis)/' }
     }
   ],
   options: {

@@ -3,6 +3,9 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { profileOf, timelineOf } from './profiles.ts'
+import { applyFault, readJson, sendJson, type Fault } from './simulator-answers.ts'
+
+export type { Fault } from './simulator-answers.ts'
 
 /**
  * A stand-in for the Public Profile Lookup Service and its identity provider, in one small node:http
@@ -30,16 +33,6 @@ export interface SimulatorOptions {
   /** The clock tokens expire by (tests pass the app's); default Date.now. */
   now?: () => number
 }
-
-export type Fault =
-  | { kind: 'status', status: number, retryAfter?: string }
-  | { kind: 'invalid-json' }
-  | { kind: 'wrong-shape' }
-  | { kind: 'oversized', bytes: number }
-  | { kind: 'hang' }
-  /** Answers 200 at once, then sends the body a byte at a time, never finishing: only a total timeout ends it. */
-  | { kind: 'trickle' }
-  | { kind: 'reset' }
 
 export interface SimulatorStats {
   tokensIssued: number
@@ -74,8 +67,6 @@ export interface Simulator {
   reset: () => void
   close: () => Promise<void>
 }
-
-const MAX_BODY = 64 * 1024
 
 export async function startSimulator (input: SimulatorOptions = {}): Promise<Simulator> {
   const tokens = new Map<string, number>()
@@ -232,59 +223,4 @@ function matchRoute (path: string): { kind: 'profile' | 'timeline' | 'user', use
   if (segments[0] === 'profile' && segments.length === 3 && segments[2] === 'timeline') return { kind: 'timeline', username }
   if (segments[0] === 'user' && segments.length === 2) return { kind: 'user', username }
   return undefined
-}
-
-async function applyFault (res: ServerResponse, fault: Fault): Promise<void> {
-  switch (fault.kind) {
-    case 'status':
-      res.writeHead(fault.status, {
-        'content-type': 'application/json',
-        ...(fault.retryAfter !== undefined && { 'retry-after': fault.retryAfter })
-      })
-      res.end(JSON.stringify({ error: `simulated ${fault.status}`, secret_detail: 'upstream body must never reach callers' }))
-      return
-    case 'invalid-json':
-      res.writeHead(200, { 'content-type': 'application/json' })
-      res.end('{"user": {"name": "trunc')
-      return
-    case 'wrong-shape':
-      return sendJson(res, 200, { data: { unexpected: true } })
-    case 'oversized':
-      res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ user: { name: 'x'.repeat(fault.bytes) } }))
-      return
-    case 'hang':
-      await sleep(60_000, undefined, { ref: false })
-      res.end()
-      return
-    case 'trickle': {
-      res.writeHead(200, { 'content-type': 'application/json' })
-      res.write('{"user":')
-      const drip = setInterval(() => res.write(' '), 20)
-      res.once('close', () => clearInterval(drip))
-      return
-    }
-    case 'reset':
-      res.socket?.destroy()
-  }
-}
-
-async function readJson (req: IncomingMessage): Promise<Record<string, unknown> | undefined> {
-  let text = ''
-  for await (const chunk of req) {
-    text += String(chunk)
-    if (text.length > MAX_BODY) return undefined
-  }
-  try {
-    const value: unknown = JSON.parse(text)
-    return typeof value === 'object' && value !== null ? value as Record<string, unknown> : undefined
-  } catch {
-    return undefined
-  }
-}
-
-function sendJson (res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body)
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
-  res.end(text)
 }

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import t from 'tap'
 
 const root = new URL('../../../', import.meta.url)
@@ -28,4 +28,19 @@ t.test('the changelog has an Unreleased section and one for the current version'
   t.equal(versions[0], 'Unreleased')
   t.ok(versions.includes(pkg.version), `${pkg.version} is described`)
   t.match(changelog, new RegExp(`^## \\[${pkg.version.replace(/\./g, '\\.')}\\] - \\d{4}-\\d{2}-\\d{2}$`, 'm'))
+})
+
+/** Hand-written TypeScript under these folders (client/src/openapi.ts is generated from the OpenAPI document). */
+const SMALL_MODULE_ROOTS = ['src', 'dev', 'bench']
+const MAX_MODULE_LINES = 250
+
+t.test(`no module of src/, dev/ or bench/ is longer than ${MAX_MODULE_LINES} lines`, async (t) => {
+  const modules = SMALL_MODULE_ROOTS.flatMap((folder) => readdirSync(new URL(`${folder}/`, root), { recursive: true, encoding: 'utf8' })
+    .filter((path) => path.endsWith('.ts'))
+    .map((path) => `${folder}/${path}`))
+  t.ok(modules.length > 80)
+  for (const path of modules) {
+    const lines = read(path).split('\n').length - 1
+    t.ok(lines <= MAX_MODULE_LINES, `${path}: ${lines} lines`)
+  }
 })
