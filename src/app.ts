@@ -4,6 +4,7 @@ import type { Config } from './config.ts'
 import { loggerOptions, OneLinePerRequest, requestId } from './logging/logging.ts'
 import { answerHalfClosedRequests } from './http/half-close.ts'
 import configPlugin from './plugins/config.ts'
+import routeConfig from './plugins/route-config.ts'
 import errorHandler from './plugins/error-handler.ts'
 import redis from './plugins/redis.ts'
 import telemetry from './plugins/telemetry.ts'
@@ -72,9 +73,10 @@ export async function buildApp ({
   answerHalfClosedRequests(app.server)
 
   await app.register(configPlugin, { config })
+  await app.register(routeConfig)
+  await app.register(answerHeaders)
   await app.register(errorHandler)
   await app.register(telemetry)
-  await app.register(answerHeaders)
   await app.register(gracefulClose)
   await app.register(redis, { now })
   await app.register(upstream, { now })

@@ -1,7 +1,7 @@
-import cors from '@fastify/cors'
-import type { FastifyInstance, onRequestHookHandler } from 'fastify'
+import cors, { type FastifyCorsOptions } from '@fastify/cors'
+import Fastify, { type FastifyInstance, type onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
-import type { AnswerHeaders } from './error-handler.ts'
+import type { HeaderContribution } from './answer-headers.ts'
 
 /** Response headers a frontend may read besides the simple ones: caching, retry and tracing. */
 const EXPOSED_HEADERS = [
@@ -14,55 +14,49 @@ const EXPOSED_HEADERS = [
  */
 async function corsPolicy (app: FastifyInstance): Promise<void> {
   const origins = parseOrigins(app.config.CORS_ORIGINS)
-  const anyOrigin = origins.includes('*')
-  // Only a real preflight (Origin and Access-Control-Request-Method) is answered; any other OPTIONS is
-  // an unsupported method, `405 METHOD_NOT_ALLOWED` like the others, not @fastify/cors's plain-text 400.
-  const setHeaders = corsHeaders(origins)
-  const preflightsOnly: onRequestHookHandler = (request, reply, done) => {
-    const { origin, 'access-control-request-method': method } = request.headers
-    if (origin === undefined || method === undefined) {
-      setHeaders(request, reply)
-      reply.callNotFound()
-    } else {
-      done()
-    }
-  }
-  const options = {
-    origin: anyOrigin ? '*' : origins,
+  const options: FastifyCorsOptions = {
+    origin: origins.includes('*') ? '*' : origins,
     methods: ['GET', 'HEAD'],
     exposedHeaders: EXPOSED_HEADERS,
     // Browsers may reuse a preflight answer this long (seconds); most lookups need none anyway.
     maxAge: 600
   }
-  if (anyOrigin) {
-    // The same two headers on every answer: they join the constant block, and @fastify/cors, in a scope
-    // of its own with the preflight check before its hook, answers only the preflights (its OPTIONS
-    // route, every path), so a GET runs neither.
-    Object.assign(app.constantHeaders, ANY_ORIGIN_HEADERS)
-    await app.register(async (preflights) => {
-      preflights.addHook('onRequest', preflightsOnly)
-      await preflights.register(cors, options)
-    })
-  } else {
-    app.answerHeaders.push(setHeaders)
-    app.addHook('onRequest', (request, reply, done) => {
-      if (request.method === 'OPTIONS') preflightsOnly.call(app, request, reply, done)
-      else done()
-    })
-    await app.register(cors, options)
+  app.answerHeaders.add(await simpleRequestHeaders(options, origins))
+  // @fastify/cors, in a scope of its own, answers only the preflights (its OPTIONS route, every path).
+  // Any other OPTIONS is an unsupported method, `405 METHOD_NOT_ALLOWED` like the others, not its plain-text 400.
+  const preflightsOnly: onRequestHookHandler = (request, reply, done) => {
+    const { origin, 'access-control-request-method': method } = request.headers
+    if (origin === undefined || method === undefined) reply.callNotFound()
+    else done()
   }
+  await app.register(async (preflights) => {
+    preflights.addHook('onRequest', preflightsOnly)
+    await preflights.register(cors, options)
+  })
 }
 
-const ANY_ORIGIN_HEADERS = { 'access-control-allow-origin': '*', 'access-control-expose-headers': EXPOSED_HEADERS.join(', ') }
-
-/** @fastify/cors's answer to a simple request, for the answers its hook never sees (see plugins/error-handler.ts). */
-function corsHeaders (origins: readonly string[]): AnswerHeaders {
-  return (request, reply) => {
-    const { origin } = request.headers
-    if (origins.includes('*')) reply.headers(ANY_ORIGIN_HEADERS)
-    else if (origin !== undefined && origins.includes(origin)) {
-      reply.header('access-control-allow-origin', origin).header('vary', 'origin').header('access-control-expose-headers', EXPOSED_HEADERS.join(', '))
+/**
+ * What @fastify/cors sends with a simple request's answer, asked of the library itself, once for each
+ * allowed origin and once for any other: every answer then gets it from the answer-headers hook, those
+ * @fastify/cors's hook never sees included (Fastify's before routing, Node's parser's).
+ */
+async function simpleRequestHeaders (options: FastifyCorsOptions, origins: readonly string[]): Promise<HeaderContribution> {
+  const probe = Fastify()
+  try {
+    await probe.register(cors, options)
+    probe.get('/', async () => '')
+    const answer = async (origin?: string): Promise<Record<string, string>> => {
+      const { headers } = await probe.inject({ url: '/', headers: origin === undefined ? {} : { origin } })
+      return Object.fromEntries(Object.entries(headers)
+        .filter(([name]) => name.startsWith('access-control-') || name === 'vary')
+        .map(([name, value]) => [name, String(value)]))
     }
+    const otherwise = await answer()
+    if (options.origin === '*') return otherwise
+    const byOrigin = new Map(await Promise.all(origins.map(async (origin) => [origin, await answer(origin)] as const)))
+    return (requestHeaders) => byOrigin.get(requestHeaders.origin ?? '') ?? otherwise
+  } finally {
+    await probe.close()
   }
 }
 
@@ -71,4 +65,4 @@ function parseOrigins (value: string): string[] {
   return value.split(',').map((origin) => origin.trim()).filter((origin) => origin !== '')
 }
 
-export default fp(corsPolicy, { name: 'cors', dependencies: ['config', 'error-handler', 'answer-headers'] })
+export default fp(corsPolicy, { name: 'cors', dependencies: ['config', 'answer-headers'] })

@@ -4,7 +4,7 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
-import { DOCS_PREFIX } from '../http/operational-routes.ts'
+import { DOCS_PREFIX } from './route-config.ts'
 
 /** The docs change only with a deploy: browsers may keep them an hour, and revalidate with their ETag. */
 const DOCS_MAX_AGE_SECONDS = 3600
@@ -65,4 +65,4 @@ async function docs (app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(docs, { name: 'docs' })
+export default fp(docs, { name: 'docs', dependencies: ['route-config'] })

@@ -3,40 +3,38 @@ import fp from 'fastify-plugin'
 import findMyWay from 'find-my-way'
 import { shortPrefix } from '../http/caller-input.ts'
 import { callerWentAway } from '../http/caller-signal.ts'
+import { bodyDrained } from '../http/drain.ts'
 import { errorResponse } from '../http/error-response.ts'
-import { EXPECTED_FAILURES, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.ts'
-import { freshnessPolicy } from '../lookups/freshness.ts'
+import { EXPECTED_FAILURES, maxAgeOf, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.ts'
 
-/** Sets headers every answer carries (CORS, security, request id) on one answer. */
-export type AnswerHeaders = (request: FastifyRequest, reply: FastifyReply) => void
+/** Why no route answers a request: with the methods its path has (sent as `Allow`) when it has some. */
+export type NoRouteError = FastifyError & { allow?: string }
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /**
-     * The headers every answer carries, for answers no hook sees: Fastify answers a malformed URL
-     * before routing, so the plugins that set them on every request register their setters here too.
-     */
-    answerHeaders: AnswerHeaders[]
     /** Answers an error Fastify raised before routing (`frameworkErrors`), as any other error. */
     answerFrameworkError: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => void
+    /** METHOD_NOT_ALLOWED when the path has routes for other methods, else NOT_FOUND. */
+    noRouteError: (method: string, url: string) => NoRouteError
   }
 }
 
 /** One place where every failure becomes the contract's JSON error, with the right caching headers. */
 async function errorHandler (app: FastifyInstance): Promise<void> {
-  const notFoundMaxAge = freshnessPolicy(app.config).notFound.freshMs / 1000
+  const notFoundMaxAge = app.config.NOT_FOUND_TTL_SECONDS
   const methods = routeMethods(app)
-  app.decorate('answerHeaders', [])
-
-  app.setNotFoundHandler(async (request, reply) => {
-    const path = request.url.split('?')[0] ?? '/'
+  app.decorate('noRouteError', (method: string, url: string): NoRouteError => {
+    const path = url.split('?')[0] ?? '/'
     const allowed = methods(path)
-    if (allowed.length === 0) throw new NOT_FOUND(request.method, shortPrefix(path))
-    reply.header('allow', allowed.join(', '))
-    throw new METHOD_NOT_ALLOWED(request.method, allowed.join(', '))
+    if (allowed.length === 0) return new NOT_FOUND(method, shortPrefix(path))
+    return Object.assign(new METHOD_NOT_ALLOWED(method, allowed.join(', ')), { allow: allowed.join(', ') })
   })
 
-  app.setErrorHandler(async (error: FastifyError, request, reply) => {
+  app.setNotFoundHandler(async (request) => {
+    throw app.noRouteError(request.method, request.url)
+  })
+
+  app.setErrorHandler(async (error: NoRouteError, request, reply) => {
     if (callerWentAway(request, error)) {
       // Its connection is closed: nothing can be sent, and nothing of ours failed.
       request.log.info('the caller went away before its answer')
@@ -50,13 +48,16 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
     }
     const retryAfter = retryAfterOf(error)
     if (retryAfter !== undefined) reply.header('retry-after', retryAfter)
-    setErrorCaching(reply, body.statusCode, notFoundMaxAge)
+    if (error.allow !== undefined) reply.header('allow', error.allow)
+    reply.header('cache-control', errorCaching(error, body.statusCode, notFoundMaxAge))
+    // The body still on its way would reset the connection Fastify closes after this answer, and the client could lose it.
+    if (body.statusCode === 413) await bodyDrained(request.raw)
     return await reply.code(body.statusCode).type('application/json; charset=utf-8').send(body)
   })
 
   app.decorate('answerFrameworkError', (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    for (const setHeaders of app.answerHeaders) setHeaders(request, reply)
     const body = errorResponse(error)
+    reply.headers(app.answerHeaders.of(request.headers, request.id))
     reply.code(body.statusCode).header('cache-control', 'no-store').type('application/json; charset=utf-8').send(body)
   })
 }
@@ -80,13 +81,11 @@ function routeMethods (app: FastifyInstance): (path: string) => string[] {
   return (path) => candidates.filter((method) => router.find(method, path) !== null)
 }
 
-/** Errors are never cached, but a 404 may be, for as long as a negative entry lives. */
-function setErrorCaching (reply: FastifyReply, status: number, notFoundMaxAge: number): void {
-  if (status !== 404) {
-    reply.header('cache-control', 'no-store')
-  } else if (!reply.hasHeader('cache-control')) {
-    reply.header('cache-control', `public, max-age=${notFoundMaxAge}`)
-  }
+/** A negative entry's 404 may be kept as long as the entry lives, any other 404 for NOT_FOUND_TTL_SECONDS; other errors never. */
+function errorCaching (error: unknown, status: number, notFoundMaxAge: number): string {
+  const maxAge = maxAgeOf(error)
+  if (maxAge !== undefined) return `public, max-age=${maxAge}`
+  return status === 404 ? `public, max-age=${notFoundMaxAge}` : 'no-store'
 }
 
-export default fp(errorHandler, { name: 'error-handler', dependencies: ['config'] })
+export default fp(errorHandler, { name: 'error-handler', dependencies: ['config', 'answer-headers'] })

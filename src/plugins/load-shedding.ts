@@ -21,17 +21,12 @@ const DEFAULT_LOAD_SHEDDING: LoadSheddingOptions = {
 }
 
 /**
- * Liveness and metrics still answer under pressure: a process that sheds load is alive (restarting it
- * would only move its load elsewhere), and pressure is when operators most need the numbers.
- * /readyz does shed, which takes the instance out of its load balancer until the pressure passes.
- */
-const ANSWERED_UNDER_PRESSURE = new Set(['/healthz', '/metrics'])
-
-/**
  * @fastify/under-pressure measures (event-loop delay and heap, sampled on a timer) and decides, from its
  * own scope: its per-request hook rebuilds the route's options on every request to find a route-level
  * handler we do not use. This hook asks it first, a few comparisons, and looks at the route only under
- * pressure. A shed request gets the contract's 503 SERVICE_OVERLOADED with Retry-After.
+ * pressure. A shed request gets the contract's 503 SERVICE_OVERLOADED with Retry-After. Routes configured
+ * `answeredUnderPressure` (liveness, metrics) still answer; /readyz sheds, which takes the instance out
+ * of its load balancer until the pressure passes.
  */
 async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions): Promise<void> {
   let measuring: FastifyInstance | undefined
@@ -43,8 +38,9 @@ async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions)
   const pressure = measuring as FastifyInstance
   app.decorate('isUnderPressure', () => pressure.isUnderPressure())
   app.decorate('memoryUsage', () => pressure.memoryUsage())
+  // One hook for every request, unknown routes' included (no onRoute hook sees those); the route's config read only under pressure.
   app.addHook('onRequest', (request, _reply, done) => {
-    if (!pressure.isUnderPressure() || ANSWERED_UNDER_PRESSURE.has(request.routeOptions.url ?? '')) {
+    if (!pressure.isUnderPressure() || request.routeOptions.config.answeredUnderPressure === true) {
       done()
       return
     }

@@ -2,7 +2,6 @@ import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { RATE_LIMITED, withRetryAfter } from '../errors.ts'
-import { isOperationalRoute } from '../http/operational-routes.ts'
 import { LocalRateCounts, type RateCounts } from '../rate-limit/rate-counts.ts'
 import { addOnRequest } from '../http/route-hooks.ts'
 import { RATE_LIMIT_WINDOW_MS, STANDALONE_RATE_LIMIT_CLIENTS } from '../rate-limit/policy.ts'
@@ -65,7 +64,7 @@ async function clientRateLimit (app: FastifyInstance, { now = Date.now }: RateLi
   const countRequest: onRequestHookHandler = (request, reply, done) => { charge(request, reply, 1, done) }
   // Decided once per route: operational routes get no hook at all.
   app.addHook('onRoute', (route) => {
-    if (!isOperationalRoute(route.url)) addOnRequest(route, countRequest)
+    if (route.config?.operational !== true) addOnRequest(route, countRequest)
   })
   app.decorate('chargeRateLimit', async (request: FastifyRequest, reply: FastifyReply, times: number) => {
     if (times <= 0) return
@@ -80,4 +79,4 @@ function clientOf (ip: string): string {
   return ip.includes(':') ? normalizeIP(ip) : ip
 }
 
-export default fp(clientRateLimit, { name: 'rate-limit', dependencies: ['config', 'redis', 'error-handler'] })
+export default fp(clientRateLimit, { name: 'rate-limit', dependencies: ['config', 'redis', 'error-handler', 'route-config'] })

@@ -2,7 +2,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { FastifyInstance, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import helmet, { type HelmetOptions } from 'helmet'
-import { DOCS_PREFIX } from '../http/operational-routes.ts'
 import { addOnRequest } from '../http/route-hooks.ts'
 
 /**
@@ -49,17 +48,17 @@ function helmetHeaders (options: HelmetOptions): Record<string, string> {
   return headers
 }
 
-/** The API's headers join the constant block; /docs pages get helmet's whole set, decided once per route. */
+/** The API's headers go on every answer; routes of HTML pages get helmet's whole set, decided once per route. */
 async function securityHeaders (app: FastifyInstance): Promise<void> {
-  Object.assign(app.constantHeaders, helmetHeaders(API_HELMET_OPTIONS))
+  app.answerHeaders.add(helmetHeaders(API_HELMET_OPTIONS))
   const docs = helmetHeaders(DOCS_HELMET_OPTIONS)
   const setDocsHeaders: onRequestHookHandler = (_request, reply, done) => {
     reply.headers(docs)
     done()
   }
   app.addHook('onRoute', (route) => {
-    if (route.url === DOCS_PREFIX || route.url.startsWith(`${DOCS_PREFIX}/`)) addOnRequest(route, setDocsHeaders)
+    if (route.config?.htmlPages === true) addOnRequest(route, setDocsHeaders)
   })
 }
 
-export default fp(securityHeaders, { name: 'security-headers', dependencies: ['answer-headers'] })
+export default fp(securityHeaders, { name: 'security-headers', dependencies: ['answer-headers', 'route-config'] })

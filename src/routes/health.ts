@@ -32,10 +32,12 @@ export function readiness (checks: Checks, closing: boolean): Readiness {
 /** Liveness and readiness, for orchestrators and load balancers. */
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/healthz', {
+    config: { operational: true, answeredUnderPressure: true },
     schema: { tags: ['operations'], summary: 'Liveness: 200 while the process runs', response: { 200: Type.Object({ status: Type.Literal('ok') }) } }
   }, async () => ({ status: 'ok' as const }))
 
   app.get('/readyz', {
+    config: { operational: true },
     schema: {
       tags: ['operations'],
       summary: 'Readiness: 200 while the instance can serve (ready or degraded), 503 while it shuts down',

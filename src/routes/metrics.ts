@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox'
 /** Prometheus scrapes this: the app's metrics and Node's process metrics, in the text format. */
 const metricsRoute: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/metrics', {
+    config: { operational: true, answeredUnderPressure: true },
     schema: {
       tags: ['operations'],
       summary: 'Prometheus metrics (text exposition format)',

@@ -4,6 +4,7 @@ import t from 'tap'
 import { loadConfig } from '../../src/config.ts'
 import { INVALID_USERNAME, RATE_LIMITED, SHUTTING_DOWN, UPSTREAM_ERROR, UPSTREAM_TIMEOUT } from '../../src/errors.ts'
 import configPlugin from '../../src/plugins/config.ts'
+import answerHeaders from '../../src/plugins/answer-headers.ts'
 import errorHandler from '../../src/plugins/error-handler.ts'
 
 /** An app with the real error handler whose routes throw the given errors, and the log lines it writes. */
@@ -13,6 +14,7 @@ async function app (t: { teardown: (fn: () => unknown) => void }, thrown: Record
   const config = loadConfig({ UPSTREAM_BASE_URL: 'http://127.0.0.1:1', AUTH_URL: 'http://127.0.0.1:1', CLIENT_ID: 'id', CLIENT_SECRET: 'secret' })
   const server = Fastify({ logger: { level: 'info', stream } })
   await server.register(configPlugin, { config })
+  await server.register(answerHeaders)
   await server.register(errorHandler)
   for (const [path, error] of Object.entries(thrown)) server.get(path, async () => { throw error() })
   t.teardown(() => server.close())

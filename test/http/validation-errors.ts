@@ -4,6 +4,7 @@ import { loadConfig } from '../../src/config.ts'
 import { INVALID_BATCH, INVALID_USERNAME } from '../../src/errors.ts'
 import { validationErrors } from '../../src/http/validation-errors.ts'
 import configPlugin from '../../src/plugins/config.ts'
+import answerHeaders from '../../src/plugins/answer-headers.ts'
 import errorHandler from '../../src/plugins/error-handler.ts'
 
 /** An app with the real error handler and two routes of its own: one declares its codes, one does not. */
@@ -11,6 +12,7 @@ async function app (t: { teardown: (fn: () => unknown) => void }): Promise<Fasti
   const config = loadConfig({ UPSTREAM_BASE_URL: 'http://127.0.0.1:1', AUTH_URL: 'http://127.0.0.1:1', CLIENT_ID: 'id', CLIENT_SECRET: 'secret' })
   const app = Fastify()
   await app.register(configPlugin, { config })
+  await app.register(answerHeaders)
   await app.register(errorHandler)
   const schema = {
     params: { type: 'object', properties: { id: { type: 'integer' } } },
