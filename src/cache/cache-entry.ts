@@ -15,9 +15,6 @@ export interface CacheEntry {
   staleUntil: number
 }
 
-/** How a request was served, as `X-Cache` names it. */
-export type CacheState = 'HIT' | 'MISS' | 'STALE' | 'BYPASS'
-
 export interface Freshness {
   freshMs: number
   staleMs: number

@@ -1,6 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
-import type { CacheState } from '../cache/cache-entry.ts'
-import type { Resource } from '../resources.ts'
+import type { CacheState, Resource } from '../resources.ts'
 import type { BreakerState, Telemetry, UpstreamOutcome } from './telemetry.ts'
 
 /** What one answered request looked like, as the request metrics label it. */

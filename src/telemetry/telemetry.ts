@@ -1,5 +1,4 @@
-import type { CacheState } from '../cache/cache-entry.ts'
-import type { Resource } from '../resources.ts'
+import type { CacheState, Resource } from '../resources.ts'
 
 /**
  * What the upstream answered to one call, as metrics and logs name it: `short_circuited` was never sent,

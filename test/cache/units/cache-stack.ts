@@ -2,9 +2,8 @@ import t from 'tap'
 import { createEntry, FRESHNESS_JITTER, type CacheEntry } from '../../../src/cache/cache-entry.ts'
 import { MemoryDriver } from '../../../src/cache/memory-driver.ts'
 import type { CacheDriver } from '../../../src/cache/driver.ts'
-import type { CacheState } from '../../../src/cache/cache-entry.ts'
 import { CacheStack, type CacheFailure, type Served } from '../../../src/cache/cache-stack.ts'
-import type { Resource } from '../../../src/resources.ts'
+import type { CacheState, Resource } from '../../../src/resources.ts'
 import { Clock } from '../../helper.ts'
 
 const freshness = { freshMs: 300_000, staleMs: 86_400_000 }
