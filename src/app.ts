@@ -3,9 +3,11 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.ts'
 import { loggerOptions, OneLinePerRequest, requestId } from './logging/logging.ts'
 import { answerHalfClosedRequests } from './http/half-close.ts'
+import { MAX_REQUEST_LINE_OCTETS } from './http/request-line.ts'
 import configPlugin from './plugins/config.ts'
 import routeConfig from './plugins/route-config.ts'
 import errorHandler from './plugins/error-handler.ts'
+import httpEdges from './plugins/http-edges.ts'
 import redis from './plugins/redis.ts'
 import telemetry from './plugins/telemetry.ts'
 import answerHeaders from './plugins/answer-headers.ts'
@@ -46,18 +48,13 @@ export interface SlowClientTimeouts {
 /** A GET API's requests are a few hundred bytes: a client still sending after seconds is stalled or hostile. */
 export const SLOW_CLIENT_TIMEOUTS: SlowClientTimeouts = { headersMs: 10_000, requestMs: 15_000, checkIntervalMs: 1_000 }
 
-/**
- * 128 code points, each up to 4 UTF-8 bytes written as 3 characters of percent-encoding: the router's
- * limit must let every valid username through, so the schema, not the router, answers a too long one.
- */
-const MAX_USERNAME_URL_CHARS = 128 * 4 * 3
-
 /** Builds the whole service without listening: `server.ts` listens, tests `inject`. */
 export async function buildApp ({
   config, logger, now, loadShedding: sheddingOptions = {}, slowClients = SLOW_CLIENT_TIMEOUTS
 }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    http: { headersTimeout: slowClients.headersMs, connectionsCheckingInterval: slowClients.checkIntervalMs },
+    // No Host on an HTTP/1.1 request is refused by plugins/http-edges.ts, with the contract's body rather than node:http's empty one.
+    http: { headersTimeout: slowClients.headersMs, connectionsCheckingInterval: slowClients.checkIntervalMs, requireHostHeader: false },
     requestTimeout: slowClients.requestMs,
     ...(isLoggerInstance(logger) ? { loggerInstance: logger } : { logger: logger ?? loggerOptions(config.LOG_LEVEL) }),
     logController: new OneLinePerRequest(),
@@ -65,10 +62,13 @@ export async function buildApp ({
     // While closing, requests already on an open connection are still served (with Connection: close)
     // rather than refused with a body outside the contract; /readyz answers 503 meanwhile.
     return503OnClosing: false,
-    routerOptions: { maxParamLength: MAX_USERNAME_URL_CHARS, ignoreTrailingSlash: false },
+    // No parameter of an accepted request line is longer: any username in one reaches its route's schema.
+    routerOptions: { maxParamLength: MAX_REQUEST_LINE_OCTETS, ignoreTrailingSlash: false },
     trustProxy: config.TRUST_PROXY,
     // A malformed URL (bad percent-encoding) is answered before any route, hence before the error handler and the hooks.
-    frameworkErrors: (error, request, reply) => { app.answerFrameworkError(error, request, reply) }
+    frameworkErrors: (error, request, reply) => { app.answerFrameworkError(error, request, reply) },
+    // A request node:http's parser refuses (malformed, headers too large, too slow) reaches no hook at all.
+    clientErrorHandler: (error, socket) => { app.answerClientError(error, socket) }
   }).withTypeProvider<TypeBoxTypeProvider>()
   answerHalfClosedRequests(app.server)
 
@@ -76,6 +76,7 @@ export async function buildApp ({
   await app.register(routeConfig)
   await app.register(answerHeaders)
   await app.register(errorHandler)
+  await app.register(httpEdges)
   await app.register(telemetry)
   await app.register(gracefulClose)
   await app.register(redis, { now })

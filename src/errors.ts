@@ -14,6 +14,14 @@ export const INVALID_BATCH = createError<[number]>('INVALID_BATCH',
   'username must be given 1 to 50 times (distinct values), here %d', 400)
 export const METHOD_NOT_ALLOWED = createError<[string, string]>('METHOD_NOT_ALLOWED', 'Method %s is not allowed here; allowed: %s', 405)
 
+// Requests refused before any route: by Node's HTTP parser, or for their framing
+export const MALFORMED_REQUEST = createError<[string]>('MALFORMED_REQUEST', 'The request is not valid HTTP/1.1: %s', 400)
+export const REQUEST_TIMEOUT = createError('REQUEST_TIMEOUT', 'The request did not arrive in time', 408)
+export const PAYLOAD_TOO_LARGE = createError('PAYLOAD_TOO_LARGE', 'Request body is too large', 413)
+export const URI_TOO_LONG = createError<[number]>('URI_TOO_LONG', 'The request line is longer than %d octets', 414)
+export const EXPECTATION_FAILED = createError('EXPECTATION_FAILED', 'The only expectation supported is "Expect: 100-continue"', 417)
+export const HEADERS_TOO_LARGE = createError<[number]>('HEADERS_TOO_LARGE', 'The request\'s headers are larger than %d KiB', 431)
+
 /** The failure behind an error, kept for the log (the last constructor argument, as @fastify/error reads it). */
 type Cause = { cause: unknown }
 

@@ -3,7 +3,7 @@ import fp from 'fastify-plugin'
 import findMyWay from 'find-my-way'
 import { shortPrefix } from '../http/caller-input.ts'
 import { callerWentAway } from '../http/caller-signal.ts'
-import { bodyDrained } from '../http/drain.ts'
+import { bodyDrained } from '../http/linger.ts'
 import { errorResponse } from '../http/error-response.ts'
 import { EXPECTED_FAILURES, maxAgeOf, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.ts'
 

@@ -8,7 +8,7 @@ t.test('the answer headers take contributions while the app registers, and none 
   t.teardown(() => app.close())
   await app.register(answerHeaders)
   app.answerHeaders.add({ 'x-constant': 'a' })
-  app.answerHeaders.add((headers) => headers.origin === 'https://a.example' ? { 'x-chosen': 'a' } : {})
+  app.answerHeaders.add((headers): Record<string, string> => headers.origin === 'https://a.example' ? { 'x-chosen': 'a' } : {})
   app.get('/', async () => 'ok')
   await app.ready()
   t.throws(() => { app.answerHeaders.add({ 'x-late': 'b' }) }, /while the app registers/)

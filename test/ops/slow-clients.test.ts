@@ -48,6 +48,9 @@ t.test('a client sending its headers a byte at a time gets 408 and loses the con
   const port = await listening(t)
   const { answer, closedAfterMs } = await slowClient(port, 'GET /healthz HTTP/1.1\r\n', 'Host: 127.0.0.1\r\nAccept: application/json\r\nX-Padding: ' + 'x'.repeat(200))
   t.match(answer, /^HTTP\/1\.1 408 /)
+  t.match(answer, /\r\n\r\n\{"statusCode":408,"code":"REQUEST_TIMEOUT","error":"Request Timeout","message":"The request did not arrive in time"\}$/)
+  t.match(answer, /\r\nx-request-id: \S+\r\n/)
+  t.match(answer, /\r\nconnection: close\r\n/)
   t.ok(closedAfterMs >= LIMITS.headersMs && closedAfterMs < LIMITS.headersMs + 400, `closed after ${closedAfterMs} ms`)
 })
 
@@ -57,6 +60,7 @@ t.test('a client whose body trickles gets 408 and loses the connection once the 
     `Authorization: Bearer ${ADMIN_TOKEN}\r\nContent-Length: 400\r\n\r\n`
   const { answer, closedAfterMs } = await slowClient(port, head, '{"padding":"' + 'x'.repeat(380) + '"}')
   t.match(answer, /^HTTP\/1\.1 408 /)
+  t.match(answer, /"code":"REQUEST_TIMEOUT"/)
   t.ok(closedAfterMs >= LIMITS.requestMs && closedAfterMs < LIMITS.requestMs + 400, `closed after ${closedAfterMs} ms`)
 })
 

@@ -1,0 +1,31 @@
+import type { IncomingMessage } from 'node:http'
+import type { Duplex } from 'node:stream'
+import { finished } from 'node:stream/promises'
+
+/**
+ * How long a connection about to close waits for what its client is still sending: a socket closed with
+ * unread data sends a reset, and a client still sending may then lose the answer it was given.
+ */
+const LINGER_MS = 2_000
+
+/** Resolves once the request's body has been read to its end (and thrown away), or after LINGER_MS. */
+export async function bodyDrained (request: IncomingMessage): Promise<void> {
+  if (request.complete) return
+  request.resume()
+  await finished(request, { signal: AbortSignal.timeout(LINGER_MS) }).catch(() => {})
+}
+
+/**
+ * Writes a whole answer on a socket no response object writes to, and closes it: at once when `cutOff`
+ * (a client too slow to wait for), else once the client has closed its side too, or after LINGER_MS.
+ */
+export function answerAndClose (socket: Duplex, answer: string, cutOff: boolean): void {
+  socket.end(answer)
+  if (cutOff) {
+    socket.once('finish', () => socket.destroy())
+    return
+  }
+  socket.resume()
+  const linger = setTimeout(() => socket.destroy(), LINGER_MS).unref()
+  socket.once('close', () => clearTimeout(linger))
+}
