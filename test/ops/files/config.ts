@@ -23,6 +23,8 @@ t.test('defaults are the contract\'s', async (t) => {
     NOT_FOUND_TTL_SECONDS: 60,
     UPSTREAM_TIMEOUT_MS: 5000,
     UPSTREAM_MAX_CONCURRENCY: 32,
+    UPSTREAM_MAX_RPS: 0,
+    UPSTREAM_EXPECTED_INSTANCES: 1,
     RATE_LIMIT_PER_MINUTE: 600,
     CORS_ORIGINS: '*',
     TRUST_PROXY: false,
@@ -30,6 +32,7 @@ t.test('defaults are the contract\'s', async (t) => {
   })
   t.equal(config.REDIS_URL, undefined)
   t.equal(config.ADMIN_TOKEN, undefined)
+  t.equal(config.UPSTREAM_BURST, undefined, 'the budget then allows one second of UPSTREAM_MAX_RPS above it')
   t.equal(config.AUDIENCE, undefined, 'the token request then uses UPSTREAM_BASE_URL as given')
 })
 
@@ -39,6 +42,8 @@ t.test('values are converted from their environment strings', async (t) => {
   t.equal(config.TRUST_PROXY, true)
   t.equal(config.AUTH_SCHEME, '')
   t.equal(config.REDIS_URL, 'redis://127.0.0.1:6379/0')
+  const budget = loadConfig({ ...required, UPSTREAM_MAX_RPS: '50', UPSTREAM_BURST: '10', UPSTREAM_EXPECTED_INSTANCES: '3' })
+  t.match(budget, { UPSTREAM_MAX_RPS: 50, UPSTREAM_BURST: 10, UPSTREAM_EXPECTED_INSTANCES: 3 })
 })
 
 t.test('a bad or missing value names the variable and what is wrong', async (t) => {
@@ -50,6 +55,9 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
     [{ ...required, PORT: '70000' }, /^PORT must be an integer >= 0 and <= 65535/],
     [{ ...required, TRUST_PROXY: 'maybe' }, /^TRUST_PROXY must be true or false/],
     [{ ...required, LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],
+    [{ ...required, UPSTREAM_MAX_RPS: '-1' }, /^UPSTREAM_MAX_RPS must be an integer >= 0, got -1$/],
+    [{ ...required, UPSTREAM_BURST: '0' }, /^UPSTREAM_BURST must be an integer >= 1, got 0$/],
+    [{ ...required, UPSTREAM_EXPECTED_INSTANCES: 'three' }, /^UPSTREAM_EXPECTED_INSTANCES must be an integer >= 1, got "three"$/],
     [{ ...required, CLIENT_ID: '' }, /^CLIENT_ID is required/],
     [{ AUTH_URL: 'https://id.example', CLIENT_ID: 'id', CLIENT_SECRET: 'x' }, /^UPSTREAM_BASE_URL is required/],
     [{ UPSTREAM_BASE_URL: 'nope', PORT: 'x' }, /^PORT must be an integer.*; UPSTREAM_BASE_URL must be .*; AUTH_URL is required.*; CLIENT_ID is required.*; CLIENT_SECRET is required/]
