@@ -44,6 +44,8 @@ export const SERVICE_OVERLOADED = createError<[number]>('SERVICE_OVERLOADED',
   'The service is under too much load: retry in %d s', 503)
 export const SHUTTING_DOWN = createError('SHUTTING_DOWN', 'The service is shutting down', 503)
 export const UNAUTHORIZED = createError('UNAUTHORIZED', 'A valid admin bearer token is required', 401)
+export const UPSTREAM_BUDGET_EXHAUSTED = createError<[number]>('UPSTREAM_BUDGET_EXHAUSTED',
+  'The profile service\'s call budget is spent: retry in %d s', 503)
 
 // The shared cache
 export const CACHE_UNAVAILABLE = createError<[string, Cause?]>('CACHE_UNAVAILABLE', 'The shared cache is unreachable: %s', 503)
@@ -54,7 +56,8 @@ export const INTERNAL_ERROR = createError('INTERNAL_ERROR', 'Internal server err
 /** Failures of what we depend on, or load we turn away: logged at warn, since nothing of ours is broken. */
 export const EXPECTED_FAILURES: ReadonlySet<string> = new Set([
   new UPSTREAM_ERROR(''), new UPSTREAM_INVALID_RESPONSE(), new UPSTREAM_TIMEOUT(0), new UPSTREAM_AUTH_FAILED(''),
-  new UPSTREAM_RATE_LIMITED(0), new UPSTREAM_OVERLOADED(), new SERVICE_OVERLOADED(0), new RATE_LIMITED(0)
+  new UPSTREAM_RATE_LIMITED(0), new UPSTREAM_OVERLOADED(), new SERVICE_OVERLOADED(0), new RATE_LIMITED(0),
+  new UPSTREAM_BUDGET_EXHAUSTED(0)
 ].map((error) => error.code))
 
 /** An error that tells the caller when to come back (sent as `Retry-After`). */
