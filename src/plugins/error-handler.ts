@@ -8,7 +8,7 @@ import { errorResponse } from '../http/error-response.ts'
 import { EXPECTED_FAILURES, maxAgeOf, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.ts'
 
 /** Why no route answers a request: with the methods its path has (sent as `Allow`) when it has some. */
-export type NoRouteError = FastifyError & { allow?: string }
+type NoRouteError = FastifyError & { allow?: string }
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -48,4 +48,4 @@ async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions)
   })
 }
 
-export default fp(loadShedding, { name: 'load-shedding', dependencies: ['error-handler'] })
+export default fp(loadShedding, { name: 'load-shedding', dependencies: ['error-handler', 'route-config'] })
