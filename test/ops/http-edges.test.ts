@@ -73,3 +73,16 @@ t.test('an expectation of 100-continue is met', async (t) => {
   t.equal(answer.status, 100, 'the interim answer first')
   t.match(answer.body, /^HTTP\/1\.1 200 OK\r\n/)
 })
+
+t.test('with a list of origins, raw answers carry @fastify/cors\'s headers: the origin named for CONNECT, none for an unreadable request', async (t) => {
+  const listed = await listeningApp(t, { CORS_ORIGINS: 'https://a.example' })
+  const connect = await exchange(listed, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nOrigin: https://a.example\r\n\r\n')
+  t.equal(connect.status, 404)
+  t.equal(connect.headers['access-control-allow-origin'], 'https://a.example')
+  t.match(connect.headers.vary, /origin/i)
+  const malformed = await exchange(listed, 'GET /healthz HTTP/1.1\r\nHost: x\r\nOrigin: https://a.example\r\nX-Bad: \x01\r\n\r\n')
+  t.equal(malformed.status, 400)
+  t.equal(malformed.headers['access-control-allow-origin'], undefined, 'a request the parser refused has no Origin to trust')
+  t.match(malformed.headers.vary, /origin/i, 'caches keep it apart from answers to an origin')
+  t.match(malformed.headers['access-control-expose-headers'], /x-request-id/)
+})
