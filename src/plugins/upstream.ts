@@ -3,12 +3,14 @@ import fp from 'fastify-plugin'
 import { BackoffWindow } from '../upstream/backoff-window.ts'
 import { CircuitBreaker } from '../upstream/circuit-breaker.ts'
 import { ConcurrencyLimiter } from '../upstream/concurrency-limiter.ts'
+import { loadBudget } from '../load-budget.ts'
 import { originPool } from '../upstream/origin-pool.ts'
 import { SharedWindow } from '../redis/shared-window.ts'
 import { TokenCipher } from '../upstream/token-cipher.ts'
 import { TokenEndpoint } from '../upstream/token-endpoint.ts'
-import { exchangeWaitMs, TokenManager } from '../upstream/token-manager.ts'
+import { TokenManager } from '../upstream/token-manager.ts'
 import { RedisTokenStore } from '../upstream/token-store.ts'
+import { RecentLatency } from '../upstream/recent-latency.ts'
 import { UpstreamClient } from '../upstream/upstream-client.ts'
 
 declare module 'fastify' {
@@ -26,11 +28,12 @@ interface UpstreamPluginOptions {
 /** The token manager and the upstream client, each origin on its own pool, closed with the app. */
 async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPluginOptions): Promise<void> {
   const { config, redisLayer, telemetry } = app
+  const budget = loadBudget(config)
   const base = new URL(config.UPSTREAM_BASE_URL)
   const auth = new URL(config.AUTH_URL)
-  const upstreamPool = originPool(base.origin, config.UPSTREAM_TIMEOUT_MS, config.UPSTREAM_MAX_CONCURRENCY)
+  const upstreamPool = originPool(base.origin, budget.callerMs, config.UPSTREAM_MAX_CONCURRENCY)
   // Its own pool even on the same origin: an exchange never waits behind data calls for a connection.
-  const authPool = originPool(auth.origin, config.UPSTREAM_TIMEOUT_MS, 2)
+  const authPool = originPool(auth.origin, budget.exchangeMs, 2)
 
   const prefix = config.CACHE_KEY_PREFIX
   const tokenLog = app.log.child({ component: 'token-manager' })
@@ -42,7 +45,7 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
       clientSecret: config.CLIENT_SECRET,
       audience: config.AUDIENCE ?? config.UPSTREAM_BASE_URL,
       defaultTtlSeconds: config.TOKEN_DEFAULT_TTL_SECONDS,
-      timeoutMs: config.UPSTREAM_TIMEOUT_MS
+      timeoutMs: budget.exchangeMs
     }),
     ...(redisLayer !== undefined && {
       store: new RedisTokenStore({
@@ -56,7 +59,7 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
     }),
     telemetry,
     log: tokenLog,
-    lockWaitMs: exchangeWaitMs(config.UPSTREAM_TIMEOUT_MS),
+    lockWaitMs: budget.exchangeWaitMs,
     now
   })
 
@@ -66,8 +69,9 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
     basePath: trimSlash(base.pathname),
     tokens,
     authScheme: config.AUTH_SCHEME,
-    timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    callerMs: budget.callerMs,
     limiter: new ConcurrencyLimiter({ concurrency: config.UPSTREAM_MAX_CONCURRENCY }),
+    latency: new RecentLatency(),
     breaker: new CircuitBreaker({ telemetry, now }),
     backoff: new BackoffWindow({
       ...(redisLayer !== undefined && {

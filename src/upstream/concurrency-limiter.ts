@@ -1,29 +1,26 @@
-import { UPSTREAM_OVERLOADED } from '../errors.ts'
-
 /** Calls waiting for a slot, per slot: a burst of distinct usernames waits, a stalled upstream does not pile up. */
 const QUEUE_PER_SLOT = 8
 
 export interface ConcurrencyLimiterOptions {
-  /** Tasks running at once. */
+  /** Slots: calls in flight at once. */
   concurrency: number
-  /** Tasks waiting for a slot (default QUEUE_PER_SLOT per slot); one more is refused with UPSTREAM_OVERLOADED. */
+  /** Calls waiting for a slot (default QUEUE_PER_SLOT per slot); past it, `full`. */
   queueLimit?: number
 }
 
 /**
- * At most `concurrency` tasks at once, the next ones in a bounded FIFO queue. A full queue refuses
- * at once (503) rather than holding callers and memory without bound while the upstream is slow.
- * A waiter whose signal aborts leaves the queue at once, rejected with the signal's reason: nobody
- * waits for it any more, so it must neither hold its caller nor take a slot later.
+ * At most `concurrency` holders at once, the next ones in a bounded FIFO queue. A waiter whose signal aborts leaves
+ * the queue at once, rejected with the signal's reason: nobody waits for it any more, so it must neither hold its
+ * caller nor take a slot later. Each slot taken is given back once, with `leave`.
  */
 export class ConcurrencyLimiter {
-  readonly #options: ConcurrencyLimiterOptions
+  readonly #concurrency: number
   readonly #queueLimit: number
   readonly #waiting: Array<() => void> = []
   #running = 0
 
   constructor (options: ConcurrencyLimiterOptions) {
-    this.#options = options
+    this.#concurrency = options.concurrency
     this.#queueLimit = options.queueLimit ?? options.concurrency * QUEUE_PER_SLOT
   }
 
@@ -35,35 +32,34 @@ export class ConcurrencyLimiter {
     return this.#waiting.length
   }
 
-  async run<T> (task: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    await this.#acquire(signal)
-    try {
-      return await task()
-    } finally {
-      this.#release()
-    }
+  /** Whether one more waiter would exceed the queue. */
+  get full (): boolean {
+    return this.#waiting.length >= this.#queueLimit
   }
 
-  async #acquire (signal: AbortSignal | undefined): Promise<void> {
-    signal?.throwIfAborted()
-    if (this.#running < this.#options.concurrency) {
-      this.#running++
-      return
-    }
-    if (this.#waiting.length >= this.#queueLimit) throw new UPSTREAM_OVERLOADED()
-    // The slot is handed over by #release, so `running` never drops and rises again in between.
+  /** Takes a free slot, if there is one. */
+  tryEnter (): boolean {
+    if (this.#running >= this.#concurrency) return false
+    this.#running++
+    return true
+  }
+
+  /** Waits in the queue (check `full` first) until a slot is handed over, or `signal` aborts. */
+  async enter (signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted()
+    // The slot is handed over by `leave`, so `running` never drops and rises again in between.
     await new Promise<void>((resolve, reject) => {
-      const start = (): void => { signal?.removeEventListener('abort', leave); resolve() }
-      const leave = (): void => {
+      const start = (): void => { signal.removeEventListener('abort', quit); resolve() }
+      const quit = (): void => {
         this.#waiting.splice(this.#waiting.indexOf(start), 1)
-        reject(signal?.reason)
+        reject(signal.reason)
       }
-      signal?.addEventListener('abort', leave, { once: true })
+      signal.addEventListener('abort', quit, { once: true })
       this.#waiting.push(start)
     })
   }
 
-  #release (): void {
+  leave (): void {
     const next = this.#waiting.shift()
     if (next === undefined) this.#running--
     else next()

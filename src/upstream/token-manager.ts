@@ -189,8 +189,3 @@ export function retryDelay (attempt: number, random: number): number {
 function backingOff (waitMs: number): Error {
   return new UPSTREAM_AUTH_FAILED(`the identity provider is failing; next attempt in ${Math.ceil(waitMs / 1000)} s`)
 }
-
-/** Another instance's exchange is bounded by the upstream timeout: the others wait for it that long, and a little more. */
-export function exchangeWaitMs (upstreamTimeoutMs: number): number {
-  return upstreamTimeoutMs + 2_000
-}

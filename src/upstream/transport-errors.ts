@@ -1,11 +1,12 @@
 import { errors } from 'undici'
+import { isDeadline } from '../cancellation.ts'
 
-/** undici's and AbortSignal.timeout's ways of saying "too slow". */
+/** undici's ways of saying "too slow", and a deadline's. */
 export function isTimeout (error: unknown): boolean {
   return error instanceof errors.HeadersTimeoutError ||
     error instanceof errors.BodyTimeoutError ||
     error instanceof errors.ConnectTimeoutError ||
-    (error instanceof DOMException && error.name === 'TimeoutError')
+    isDeadline(error)
 }
 
 /** Codes of a connection that failed or dropped before an answer: safe to retry once for a GET. */

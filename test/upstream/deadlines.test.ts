@@ -1,15 +1,15 @@
-import t from 'tap'
-import { Clock, eventually, stack, tally, usernames } from '../helper.ts'
+import t, { type Test } from 'tap'
+import { Clock, eventually, metric, parseMetrics, stack, tally, usernames } from '../helper.ts'
 
 // A caller's wait for the upstream, queue included, ends UPSTREAM_TIMEOUT_MS after it asked.
 
-t.test('callers queued behind a slow upstream are answered 504 by their deadline, and the dropped calls are never sent', async (t) => {
-  // One slot, 700 ms per call, 1 s of budget: the first is served, the second is cut off when the
-  // budget ends (after 300 ms of its own, so not counted against the upstream), the others never leave the queue.
+t.test('callers queued behind a slow upstream leave the queue with 504 once their time cannot cover a call, never sent', async (t) => {
+  // One slot, 700 ms per call, 1 s of budget: the first is served; the upstream has been taking 700 ms, so the
+  // others leave the queue 300 ms in (their remaining time below 700 ms), answered 504 without reaching it.
   const timeoutMs = 1_000
   const { app, sim } = await stack(t, { env: { UPSTREAM_MAX_CONCURRENCY: '1', UPSTREAM_TIMEOUT_MS: String(timeoutMs) }, sim: { latencyMs: 700 } })
   await app.tokens.getToken()
-  t.equal((await app.inject('/profile/warm')).statusCode, 200, 'token held, connection open')
+  t.equal((await app.inject('/profile/warm')).statusCode, 200, 'token held, connection open, one duration learnt')
   const callsBefore = sim.stats.dataCalls
 
   const started = Date.now()
@@ -20,9 +20,9 @@ t.test('callers queued behind a slow upstream are answered 504 by their deadline
   t.same(tally(answers.map(({ res }) => res)), { 200: 1, '504 UPSTREAM_TIMEOUT': 5 })
   const longest = Math.max(...answers.map(({ waitedMs }) => waitedMs))
   t.ok(longest < timeoutMs + 250, `every caller answered within the deadline and a margin (longest ${longest} ms)`)
-  t.equal(sim.stats.dataCalls - callsBefore, 2, 'the served call and the one cut off; the four others were dropped unsent')
-  await eventually(() => sim.stats.abortedResponses === 1, 'the call cut off was aborted at the upstream')
-  t.equal(app.upstream.breakerState, 'closed', 'a call the queue left little time is no evidence against the upstream')
+  t.equal(sim.stats.dataCalls - callsBefore, 1, 'only the call that could be answered was sent')
+  t.equal(sim.stats.abortedResponses, 0, 'none was cut off at the upstream')
+  t.equal(app.upstream.breakerState, 'closed')
   t.equal((await app.inject('/profile/afterwards')).statusCode, 200, 'the queue drained')
 })
 
@@ -54,4 +54,53 @@ t.test('a stale entry is still served when the upstream would take longer than t
   t.equal(res.headers['x-cache'], 'STALE')
   t.ok(Date.now() - started < 300, 'at once, while the revalidation runs into its own deadline')
   await eventually(() => sim.stats.abortedResponses === 1, 'the revalidation was aborted at its deadline')
+})
+
+/** An app on the app clock whose upstream has been taking `takesMs` (by that clock): each call held while the clock moves. */
+async function slowUpstream (t: Test, takesMs: number, env: Record<string, string>) {
+  const clock = new Clock(Date.now())
+  const { app, sim } = await stack(t, { now: clock.now, env: { UPSTREAM_MAX_CONCURRENCY: '1', ...env }, sim: { latencyMs: 100 } })
+  await app.tokens.getToken()
+  for (const name of ['slow-1', 'slow-2', 'slow-3']) {
+    const res = app.inject(`/profile/${name}`)
+    await eventually(() => sim.callsFor('profile', name) === 1, `${name} is at the upstream`)
+    clock.advance(takesMs)
+    t.equal((await res).statusCode, 200)
+  }
+  return { app, sim, clock }
+}
+
+t.test('a queued call is not sent once its caller\'s remaining time is below what the upstream has been taking', async (t) => {
+  // 2 s of budget, an upstream that has been taking 1.8 s: a queued call may wait 200 ms for its slot, no more.
+  const { app, sim } = await slowUpstream(t, 1_800, { UPSTREAM_TIMEOUT_MS: '2000' })
+
+  const served = app.inject('/profile/holder-1')
+  await eventually(() => sim.callsFor('profile', 'holder-1') === 1, 'the holder has the only slot')
+  const inTime = await app.inject('/profile/in-time')
+  t.equal(inTime.statusCode, 200, 'a slot within 200 ms: sent and answered')
+  t.equal((await served).statusCode, 200)
+
+  sim.failNext({ kind: 'hang' })
+  const hung = app.inject('/profile/holder-2')
+  await eventually(() => sim.callsFor('profile', 'holder-2') === 1, 'the holder has the only slot, and keeps it')
+  const started = Date.now()
+  const late = await app.inject('/profile/late')
+  const waitedMs = Date.now() - started
+  t.same(late.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 2000 ms' })
+  t.ok(waitedMs < 1_000, `answered once its time could no longer cover a call (${waitedMs} ms), not at its deadline`)
+  t.equal(sim.callsFor('profile', 'late'), 0, 'never sent')
+  const metrics = parseMetrics((await app.inject('/metrics')).body)
+  t.equal(metric(metrics, 'pbff_upstream_calls_total', { resource: 'profile', outcome: 'short_circuited' }), 1)
+  t.equal((await hung).statusCode, 504, 'the holder itself ran into its deadline')
+})
+
+t.test('a full queue answers 503 UPSTREAM_OVERLOADED with Retry-After: what the upstream has been taking, in whole seconds', async (t) => {
+  const { app, sim } = await slowUpstream(t, 2_500, { UPSTREAM_TIMEOUT_MS: '3000' })
+  sim.failAlways({ kind: 'hang' })
+  // One slot and eight places: the tenth lookup finds the queue full.
+  const responses = await Promise.all(usernames(10).map(async (name) => await app.inject(`/profile/${name}`)))
+  const refused = responses.filter((res) => res.statusCode === 503)
+  t.equal(refused.length, 1)
+  t.match(refused[0]?.json(), { code: 'UPSTREAM_OVERLOADED' })
+  t.equal(refused[0]?.headers['retry-after'], '3', '2.5 s, rounded up')
 })

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { profileOf } from '../../dev/profiles.ts'
 import { BREAKER_FAILURE_THRESHOLD } from '../../src/upstream/circuit-breaker.ts'
-import { MAX_RETRY_AFTER_SECONDS } from '../../src/upstream/upstream-client.ts'
+import { MAX_RETRY_AFTER_SECONDS } from '../../src/upstream/interceptors/backoff.ts'
 import { anotherApp, Clock, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../helper.ts'
 
 // The upstream client's protections, through the whole app, counted at the simulator.
@@ -159,6 +159,8 @@ t.test('requests beyond the concurrency wait in a bounded queue; a full queue an
   const { app, sim } = await stack(t, { env: { UPSTREAM_MAX_CONCURRENCY: '1' }, sim: { latencyMs: 100 } })
   const responses = await profiles(app, usernames(12))
   t.same(tally(responses), { 200: 9, '503 UPSTREAM_OVERLOADED': 3 })
+  t.same(responses.filter((res) => res.statusCode === 503).map((res) => res.headers['retry-after']), ['1', '1', '1'],
+    'told to come back after what the upstream has been taking (100 ms), in whole seconds')
   t.equal(sim.stats.dataCalls, 9)
   t.equal((await app.inject('/profile/afterwards')).statusCode, 200, 'the queue drained')
 })

@@ -5,7 +5,9 @@ import { CircuitBreaker } from '../../../src/upstream/circuit-breaker.ts'
 import { ConcurrencyLimiter } from '../../../src/upstream/concurrency-limiter.ts'
 import { TokenEndpoint } from '../../../src/upstream/token-endpoint.ts'
 import { TokenManager } from '../../../src/upstream/token-manager.ts'
+import { RecentLatency } from '../../../src/upstream/recent-latency.ts'
 import { UpstreamClient } from '../../../src/upstream/upstream-client.ts'
+import { nobodyWaits } from '../../../src/cancellation.ts'
 import { profileOf } from '../../../dev/profiles.ts'
 import { Clock, eventually, recordingLog, recordingTelemetry, simulator, type TestContext } from '../../helper.ts'
 
@@ -36,8 +38,9 @@ async function client (t: TestContext) {
     basePath: '',
     tokens,
     authScheme: 'Bearer',
-    timeoutMs: 1_000,
+    callerMs: 1_000,
     limiter: new ConcurrencyLimiter({ concurrency: 4, queueLimit: 4 }),
+    latency: new RecentLatency(),
     breaker: new CircuitBreaker({ failureThreshold: 2, openMs: 10_000, telemetry, now: clock.now }),
     backoff: new BackoffWindow({ telemetry, now: clock.now }),
     telemetry,
@@ -112,8 +115,8 @@ t.test('a call cancelled by its callers is aborted at the upstream, reported onc
   const cancel = new AbortController()
   const probe = upstream.profile('probe', cancel.signal)
   await eventually(() => sim.callsFor('profile', 'probe') === 1, 'the probe is at the upstream')
-  cancel.abort(new Error('every caller left'))
-  await t.rejects(probe, { message: 'every caller left' })
+  cancel.abort(nobodyWaits('every caller left'))
+  await t.rejects(probe, { name: 'AbortError', message: 'every caller left' })
   await eventually(() => sim.stats.abortedResponses === 1, 'the upstream sees the connection close')
   t.equal(upstream.breakerState, 'half_open', 'neither a failed probe (open) nor a good one (closed)')
 

@@ -1,0 +1,68 @@
+import type { Dispatcher } from 'undici'
+import { EdgeFailure } from '../edge-errors.ts'
+import type { BackoffWindow } from '../backoff-window.ts'
+import { fail, Forward, type Controller, type Headers, type Interceptor } from './edge-call.ts'
+
+/** Upper bound for a Retry-After we honour, so a bogus header cannot silence us for days. */
+export const MAX_RETRY_AFTER_SECONDS = 300
+const DEFAULT_RETRY_AFTER_SECONDS = 5
+
+export interface BackoffOptions {
+  window: BackoffWindow
+  now: () => number
+}
+
+/**
+ * Honours the upstream's "slow down": inside the queue, so that a call is checked against the window (the shared
+ * one included) when its slot comes, right before it would be sent. A 429, or a 503 with Retry-After, opens the
+ * window for every instance and ends the call as `rate_limited`, its body read and dropped.
+ */
+export function backoff ({ window, now }: BackoffOptions): Interceptor {
+  return (dispatch) => (opts, handler) => {
+    window.check().then((remainingMs) => {
+      if (remainingMs > 0) fail(handler, new EdgeFailure({ kind: 'backoff', retryInMs: remainingMs }))
+      else dispatch(opts, new SlowDown(handler, window, now))
+    }, (error: unknown) => { fail(handler, error) })
+    return true
+  }
+}
+
+class SlowDown extends Forward {
+  readonly #window: BackoffWindow
+  readonly #now: () => number
+  /** Set while the answer is a request to slow down: its body is dropped. */
+  #seconds: number | undefined
+
+  constructor (handler: Dispatcher.DispatchHandler, window: BackoffWindow, now: () => number) {
+    super(handler)
+    this.#window = window
+    this.#now = now
+  }
+
+  override onResponseStart (controller: Controller, statusCode: number, headers: Headers, statusMessage?: string): void {
+    const retryAfter = headers['retry-after']
+    if (statusCode === 429 || (statusCode === 503 && retryAfter !== undefined)) this.#seconds = retryAfterSeconds(retryAfter, this.#now())
+    else super.onResponseStart(controller, statusCode, headers, statusMessage)
+  }
+
+  override onResponseData (controller: Controller, chunk: Buffer): void {
+    if (this.#seconds === undefined) super.onResponseData(controller, chunk)
+  }
+
+  override onResponseEnd (controller: Controller, trailers: Headers): void {
+    const seconds = this.#seconds
+    if (seconds === undefined) return super.onResponseEnd(controller, trailers)
+    // The window is open (for the other instances too) before the caller hears of it.
+    const end = (): void => { super.onResponseError(controller, new EdgeFailure({ kind: 'rate_limited', seconds })) }
+    this.#window.open(seconds * 1000).then(end, end)
+  }
+}
+
+/** Retry-After in seconds or as an HTTP date, capped; a missing or unreadable one means a short pause. */
+function retryAfterSeconds (header: string | string[] | undefined, now: number): number {
+  const value = Array.isArray(header) ? header[0] : header
+  if (value === undefined) return DEFAULT_RETRY_AFTER_SECONDS
+  const seconds = /^\d+$/.test(value.trim()) ? Number(value) : (Date.parse(value) - now) / 1000
+  if (!Number.isFinite(seconds)) return DEFAULT_RETRY_AFTER_SECONDS
+  return Math.min(MAX_RETRY_AFTER_SECONDS, Math.max(1, Math.ceil(seconds)))
+}

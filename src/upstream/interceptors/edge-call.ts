@@ -1,0 +1,71 @@
+import type { Dispatcher } from 'undici'
+
+export type Headers = Record<string, string | string[] | undefined>
+export type Controller = Dispatcher.DispatchController
+
+/** One upstream call as the interceptors see it: when it must end (app clock), and when it left for the wire. */
+export interface EdgeCall {
+  deadlineAt: number
+  sentAt?: number
+}
+
+/** Dispatch options of one call through the edge: undici's own, and the call's record. */
+export type EdgeOptions = Dispatcher.DispatchOptions & { call?: EdgeCall, signal?: AbortSignal }
+
+export type Dispatch = Dispatcher['dispatch']
+export type Interceptor = Dispatcher.DispatcherComposeInterceptor
+
+/** The call's record; the client always passes one, an interceptor test may not. */
+export function callOf (opts: Dispatcher.DispatchOptions): EdgeCall {
+  const edge = opts as EdgeOptions
+  edge.call ??= { deadlineAt: Infinity }
+  return edge.call
+}
+
+export function signalOf (opts: Dispatcher.DispatchOptions): AbortSignal | undefined {
+  return (opts as EdgeOptions).signal
+}
+
+/** Passes every event on: interceptors override the ones their concern needs (undici's DecoratorHandler is deprecated). */
+export class Forward implements Dispatcher.DispatchHandler {
+  protected readonly handler: Dispatcher.DispatchHandler
+
+  constructor (handler: Dispatcher.DispatchHandler) {
+    this.handler = handler
+  }
+
+  onRequestStart (controller: Controller, context: unknown): void {
+    this.handler.onRequestStart?.(controller, context)
+  }
+
+  onResponseStart (controller: Controller, statusCode: number, headers: Headers, statusMessage?: string): void {
+    this.handler.onResponseStart?.(controller, statusCode, headers, statusMessage)
+  }
+
+  onResponseData (controller: Controller, chunk: Buffer): void {
+    this.handler.onResponseData?.(controller, chunk)
+  }
+
+  onResponseEnd (controller: Controller, trailers: Headers): void {
+    this.handler.onResponseEnd?.(controller, trailers)
+  }
+
+  onResponseError (controller: Controller, error: Error): void {
+    this.handler.onResponseError?.(controller, error)
+  }
+}
+
+/** The controller of a call that never reached a connection: there is nothing to abort, pause or resume. */
+const NOT_SENT: Controller = {
+  aborted: true,
+  paused: false,
+  reason: null,
+  abort: () => {},
+  pause: () => {},
+  resume: () => {}
+}
+
+/** Ends a call with `error` from outside any request on the wire: before it was sent, or between two attempts. */
+export function fail (handler: Dispatcher.DispatchHandler, error: unknown): void {
+  handler.onResponseError?.(NOT_SENT, error instanceof Error ? error : new Error(String(error)))
+}

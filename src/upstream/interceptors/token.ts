@@ -1,0 +1,78 @@
+import type { Dispatcher } from 'undici'
+import { untilAborted } from '../../cancellation.ts'
+import { EdgeFailure } from '../edge-errors.ts'
+import type { AccessToken } from '../access-token.ts'
+import type { TokenManager } from '../token-manager.ts'
+import { fail, Forward, signalOf, type Controller, type Dispatch, type Headers, type Interceptor } from './edge-call.ts'
+
+export interface TokenOptions {
+  tokens: Pick<TokenManager, 'getToken' | 'invalidate'>
+  /** Prefix of the Authorization value; empty: the bare token. */
+  authScheme: string
+}
+
+/**
+ * The client-credentials token on every call, taken once the call holds a slot, so that a queued call never carries
+ * a token replaced while it waited. A 401 or 403 drops that token and the call is sent once more with a renewed one;
+ * a second refusal ends it as `auth_refused`.
+ */
+export function token (options: TokenOptions): Interceptor {
+  return (dispatch) => (opts, handler) => {
+    new Authorized(dispatch, opts, handler, options).send()
+    return true
+  }
+}
+
+class Authorized extends Forward {
+  readonly #dispatch: Dispatch
+  readonly #opts: Dispatcher.DispatchOptions
+  readonly #options: TokenOptions
+  #token: AccessToken | undefined
+  #renewed = false
+  /** Set while the answer is a refusal of the token: its body is dropped. */
+  #refusedWith: number | undefined
+
+  constructor (dispatch: Dispatch, opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler, options: TokenOptions) {
+    super(handler)
+    this.#dispatch = dispatch
+    this.#opts = opts
+    this.#options = options
+  }
+
+  /** Sends the call with the current token (a renewed one after a refusal), once there is one. */
+  send (): void {
+    const signal = signalOf(this.#opts)
+    const pending = this.#options.tokens.getToken()
+    const ready = signal === undefined ? pending : untilAborted(pending, signal)
+    ready.then(
+      (token) => { this.#sendWith(token) },
+      (error: unknown) => { fail(this.handler, error) }
+    )
+  }
+
+  #sendWith (token: AccessToken): void {
+    this.#token = token
+    const { authScheme } = this.#options
+    const authorization = authScheme === '' ? token.value : `${authScheme} ${token.value}`
+    this.#dispatch({ ...this.#opts, headers: { ...this.#opts.headers as Record<string, string>, authorization } }, this)
+  }
+
+  override onResponseStart (controller: Controller, statusCode: number, headers: Headers, statusMessage?: string): void {
+    if (statusCode === 401 || statusCode === 403) this.#refusedWith = statusCode
+    else super.onResponseStart(controller, statusCode, headers, statusMessage)
+  }
+
+  override onResponseData (controller: Controller, chunk: Buffer): void {
+    if (this.#refusedWith === undefined) super.onResponseData(controller, chunk)
+  }
+
+  override onResponseEnd (controller: Controller, trailers: Headers): void {
+    const status = this.#refusedWith
+    if (status === undefined) return super.onResponseEnd(controller, trailers)
+    this.#refusedWith = undefined
+    if (this.#token !== undefined) this.#options.tokens.invalidate(this.#token)
+    if (this.#renewed) return super.onResponseError(controller, new EdgeFailure({ kind: 'auth_refused', status }))
+    this.#renewed = true
+    this.send()
+  }
+}

@@ -1,0 +1,28 @@
+/** How many recent calls the estimate looks at, and which of their durations it takes. */
+const SAMPLES = 50
+const PERCENTILE = 0.9
+/** Never expect less: a call with less time left than this is not worth sending, even before anything was measured. */
+const LATENCY_FLOOR_MS = 100
+
+/**
+ * What the upstream has been taking: the 90th percentile of its last 50 calls' durations, at least
+ * LATENCY_FLOOR_MS. A queued call with less time left than this is not sent, and a caller turned away from a
+ * full queue is told to come back after it (the time for the calls in flight to end).
+ */
+export class RecentLatency {
+  readonly #samples: number[] = []
+  #next = 0
+  #expectedMs = LATENCY_FLOOR_MS
+
+  get expectedMs (): number {
+    return this.#expectedMs
+  }
+
+  record (ms: number): void {
+    this.#samples[this.#next] = ms
+    this.#next = (this.#next + 1) % SAMPLES
+    const sorted = this.#samples.toSorted((a, b) => a - b)
+    const rank = Math.ceil(PERCENTILE * sorted.length) - 1
+    this.#expectedMs = Math.max(LATENCY_FLOOR_MS, sorted[rank] ?? 0)
+  }
+}
