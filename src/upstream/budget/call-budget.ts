@@ -1,0 +1,223 @@
+import { isDeadline } from '../../cancellation.ts'
+import { UPSTREAM_BUDGET_EXHAUSTED, withRetryAfter } from '../../errors.ts'
+import type { BudgetRate, FleetSource, Grant } from './fleet-source.ts'
+import { BudgetDropped, noBudgetTelemetry, PRIORITIES, RULES, type BudgetTelemetry, type Priority } from './priorities.ts'
+
+/** Runs `run` in `ms` (the app's timers; tests move a clock instead); returns its cancellation. */
+export type Schedule = (ms: number, run: () => void) => () => void
+
+export const realTimers: Schedule = (ms, run) => {
+  const timer = setTimeout(run, ms).unref()
+  return () => { clearTimeout(timer) }
+}
+
+/** After a lease that failed unexpectedly, ask again this much later rather than at once. */
+const RETRY_AFTER_FAILURE_MS = 100
+/**
+ * Retries are spread by up to this share of their delay: instances waiting for the same refill ask in a random
+ * order, so they take turns instead of the quickest to ask always winning.
+ */
+const RETRY_JITTER = 0.2
+
+export interface CallBudgetOptions {
+  source: Pick<FleetSource, 'lease' | 'slowDown' | 'rate'>
+  now: () => number
+  schedule?: Schedule
+  /** In [0, 1): spreads the retries. */
+  random?: () => number
+  telemetry?: BudgetTelemetry
+  onError: (error: unknown) => void
+}
+
+interface Waiter {
+  priority: Priority
+  grant: () => void
+  /** Reported as deferred: it found the budget short, not merely a lease on its way. */
+  deferred?: true
+}
+
+/**
+ * The gate every upstream call passes before it is sent. Calls in hand (leased from the fleet's bucket) go to the
+ * waiters of the highest class first, first come first served within a class; one lease at a time is asked for, for
+ * all the waiters at once. A waiter whose signal aborts leaves at once: a caller at its deadline with
+ * UPSTREAM_BUDGET_EXHAUSTED (and Retry-After), anyone else with the signal's reason. Background and refresh-ahead
+ * work is dropped (BudgetDropped) when too many of its class wait, or when it has waited too long.
+ */
+export class CallBudget {
+  readonly #source: CallBudgetOptions['source']
+  readonly #now: () => number
+  readonly #schedule: Schedule
+  readonly #random: () => number
+  readonly #telemetry: BudgetTelemetry
+  readonly #onError: (error: unknown) => void
+  readonly #queues = new Map<Priority, Waiter[]>(PRIORITIES.map((priority) => [priority, []]))
+  #inHand = 0
+  #lapsesAt = 0
+  /** Calls taken since the last lease was asked for: the next one asks for about twice as many. */
+  #taken = 0
+  #leasing = false
+  /** The pending retry, and the highest class waiting when it was set (a higher one asks at once). */
+  #retry: { cancel: () => void, for: Priority } | undefined
+  #reported: number | undefined
+
+  constructor (options: CallBudgetOptions) {
+    this.#source = options.source
+    this.#now = options.now
+    this.#schedule = options.schedule ?? realTimers
+    this.#random = options.random ?? Math.random
+    this.#telemetry = options.telemetry ?? noBudgetTelemetry
+    this.#onError = options.onError
+  }
+
+  /** Resolves when the call may be sent; see the class for how it rejects. */
+  async acquire (priority: Priority, signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted()
+    if (this.#waitingFrom(priority) === 0 && this.#take()) return this.#let(priority)
+    const rules = RULES[priority]
+    const queue = this.#queue(priority)
+    if (queue.length >= rules.maxQueued) throw this.#dropped(priority, 'queue_full')
+    await new Promise<void>((resolve, reject) => {
+      const leave = (): void => {
+        queue.splice(queue.indexOf(waiter), 1)
+        cancelWait()
+        signal.removeEventListener('abort', abort)
+      }
+      const waiter: Waiter = { priority, grant: () => { leave(); resolve() } }
+      const abort = (): void => { leave(); reject(this.#refusal(priority, signal.reason)) }
+      const cancelWait = rules.maxWaitMs === Infinity
+        ? () => {}
+        : this.#schedule(rules.maxWaitMs, () => { leave(); reject(this.#dropped(priority, 'waited_too_long')) })
+      signal.addEventListener('abort', abort, { once: true })
+      queue.push(waiter)
+      this.#pump()
+    })
+    this.#let(priority)
+  }
+
+  /** An upstream 429 (Retry-After `holdMs`): the calls in hand are given up and the rate is halved. */
+  async slowDown (holdMs: number): Promise<void> {
+    this.#inHand = 0
+    await this.#source.slowDown(this.#now(), holdMs)
+    this.#reportRate()
+  }
+
+  /** The effective rate now (for /readyz). */
+  rate (): BudgetRate {
+    return this.#source.rate(this.#now())
+  }
+
+  #let (priority: Priority): void {
+    this.#taken++
+    this.#telemetry.budgetCall(priority)
+  }
+
+  #take (): boolean {
+    if (this.#inHand === 0 || this.#now() >= this.#lapsesAt) return false
+    this.#inHand--
+    return true
+  }
+
+  /** Hands the calls in hand out, highest class first, then asks for more if anyone still waits. */
+  #pump (): void {
+    let next = this.#first()
+    while (next !== undefined && this.#take()) {
+      next.grant()
+      next = this.#first()
+    }
+    if (next === undefined) return this.#cancelRetry()
+    if (this.#leasing) return
+    if (this.#retry !== undefined) {
+      if (rank(next.priority) >= rank(this.#retry.for)) return
+      this.#cancelRetry()
+    }
+    this.#lease(next.priority)
+  }
+
+  #lease (top: Priority): void {
+    this.#leasing = true
+    const demand = 2 * this.#taken
+    this.#taken = 0
+    this.#source.lease(this.#waitingFrom('refresh-ahead'), demand, RULES[top].reserveShare, this.#now()).then(
+      (grant) => { this.#leased(grant, top) },
+      (error: unknown) => {
+        this.#onError(error)
+        this.#leased({ granted: 0, retryInMs: RETRY_AFTER_FAILURE_MS, lapsesAt: 0 }, top)
+      }
+    )
+  }
+
+  #leased (grant: Grant, top: Priority): void {
+    this.#leasing = false
+    this.#inHand = grant.granted
+    this.#lapsesAt = grant.lapsesAt
+    this.#reportRate()
+    if (grant.retryInMs > 0) {
+      const cancel = this.#schedule(Math.ceil(grant.retryInMs * (1 + RETRY_JITTER * this.#random())), () => {
+        this.#retry = undefined
+        this.#pump()
+      })
+      this.#retry = { cancel, for: top }
+    }
+    this.#pump()
+    if (grant.retryInMs > 0) this.#markDeferred()
+  }
+
+  #markDeferred (): void {
+    for (const queue of this.#queues.values()) {
+      for (const waiter of queue) {
+        if (waiter.deferred === true) continue
+        waiter.deferred = true
+        this.#telemetry.budgetDeferred(waiter.priority)
+      }
+    }
+  }
+
+  #cancelRetry (): void {
+    this.#retry?.cancel()
+    this.#retry = undefined
+  }
+
+  #refusal (priority: Priority, reason: unknown): unknown {
+    if (!RULES[priority].callerFacing || !isDeadline(reason)) return reason
+    this.#telemetry.budgetDropped(priority, 'deadline')
+    // Those still ahead of it, at what this instance can expect of the rate.
+    const seconds = (this.#waitingFrom('awaited-revalidation') + 1) / this.rate().shareRps
+    return withRetryAfter(new UPSTREAM_BUDGET_EXHAUSTED(Math.max(1, Math.ceil(seconds))), seconds)
+  }
+
+  #dropped (priority: Priority, reason: BudgetDropped['reason']): BudgetDropped {
+    this.#telemetry.budgetDropped(priority, reason)
+    return new BudgetDropped(priority, reason)
+  }
+
+  #reportRate (): void {
+    const { rps, scope } = this.rate()
+    if (rps === this.#reported) return
+    this.#reported = rps
+    this.#telemetry.budgetRate(rps, scope)
+  }
+
+  #queue (priority: Priority): Waiter[] {
+    return this.#queues.get(priority) ?? []
+  }
+
+  /** The first waiter of the highest class waiting. */
+  #first (): Waiter | undefined {
+    for (const priority of PRIORITIES) {
+      const first = this.#queue(priority)[0]
+      if (first !== undefined) return first
+    }
+    return undefined
+  }
+
+  /** Waiters of `priority` and every class above it. */
+  #waitingFrom (priority: Priority): number {
+    let count = 0
+    for (const each of PRIORITIES.slice(0, rank(priority) + 1)) count += this.#queue(each).length
+    return count
+  }
+}
+
+function rank (priority: Priority): number {
+  return PRIORITIES.indexOf(priority)
+}

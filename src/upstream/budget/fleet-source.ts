@@ -1,0 +1,101 @@
+import type { RedisHealth } from '../../redis/health.ts'
+import type { SharedBudgetBucket } from '../../redis/budget-bucket.ts'
+import { effectiveRps, MAX_HOLD_MS, sliceAt, type BudgetSettings, type Slowdown } from './law.ts'
+import { LocalBucket } from './local-bucket.ts'
+import type { BudgetScope } from './priorities.ts'
+
+/** Calls granted to this instance. */
+export interface Grant {
+  granted: number
+  /** When to ask again, if fewer than needed were granted. */
+  retryInMs: number
+  /** After this (local time) the calls not yet used lapse: the fleet's count of held calls forgets them. */
+  lapsesAt: number
+}
+
+export interface BudgetRate {
+  /** Calls/s in force: the fleet's, or this instance's share while on its own. */
+  rps: number
+  scope: BudgetScope
+  /** What this instance may expect of it. */
+  shareRps: number
+}
+
+export interface FleetSourceOptions {
+  settings: BudgetSettings
+  /** Absent without Redis: the instance then keeps to its share. */
+  shared?: Pick<SharedBudgetBucket, 'lease' | 'slowDown'>
+  health?: Pick<RedisHealth, 'up'>
+  now: number
+  onError: (error: unknown) => void
+}
+
+/**
+ * Where calls come from: the fleet's bucket in Redis while Redis is up, a lease of several calls at a time; else,
+ * at once, this instance's own bucket of `rps / instances`. Never rejects: Redis failing is only a change of scope.
+ */
+export class FleetSource {
+  readonly #options: FleetSourceOptions
+  readonly #local: LocalBucket
+  #fleetSlowdown: Slowdown | undefined
+  #scope: BudgetScope
+
+  constructor (options: FleetSourceOptions) {
+    const { rps, burst, instances } = options.settings
+    this.#options = options
+    this.#local = new LocalBucket({ rps: rps / instances, burst: Math.max(1, burst / instances) }, options.now)
+    this.#scope = options.shared !== undefined && this.#sharedUp ? 'fleet' : 'instance'
+  }
+
+  /**
+   * Calls for `need` waiters. From Redis, as many as `demand` (the recent use) up to a lease's slice, so that a busy
+   * instance asks Redis about once per lease period, not once per call; and no more than its share of the bucket at
+   * once, so that one instance's queue does not empty the bucket for the others.
+   */
+  async lease (need: number, demand: number, reserveShare: number, now: number): Promise<Grant> {
+    const { settings, shared, onError } = this.#options
+    const lapsesAt = now + settings.leaseMs
+    if (shared !== undefined && this.#sharedUp) {
+      const slice = sliceAt(settings, this.rate(now).rps)
+      const most = Math.max(slice, Math.ceil(settings.burst / settings.instances))
+      const want = Math.min(most, Math.max(need, Math.min(slice, demand)))
+      try {
+        const lease = await shared.lease(want, reserveShare, now, slice)
+        this.#fleetSlowdown = lease.slowdown
+        this.#scope = 'fleet'
+        return { granted: lease.granted, retryInMs: lease.retryInMs, lapsesAt }
+      } catch (error) {
+        onError(error)
+      }
+    }
+    this.#scope = 'instance'
+    return { ...this.#local.take(need, reserveShare, now), lapsesAt }
+  }
+
+  /** An upstream 429: halves this instance's share and, through Redis, the fleet's. */
+  async slowDown (now: number, holdMs: number): Promise<void> {
+    const hold = Math.min(MAX_HOLD_MS, Math.max(0, holdMs))
+    this.#local.slowDown(now, hold)
+    const { shared, onError } = this.#options
+    if (shared === undefined || !this.#sharedUp) return
+    try {
+      this.#fleetSlowdown = await shared.slowDown(now, hold)
+    } catch (error) {
+      onError(error)
+    }
+  }
+
+  rate (now: number): BudgetRate {
+    const { rps, instances } = this.#options.settings
+    if (this.#scope === 'instance') {
+      const local = this.#local.rps(now)
+      return { rps: local, scope: 'instance', shareRps: local }
+    }
+    const fleet = effectiveRps(rps, this.#fleetSlowdown, now)
+    return { rps: fleet, scope: 'fleet', shareRps: fleet / instances }
+  }
+
+  get #sharedUp (): boolean {
+    return this.#options.health?.up ?? true
+  }
+}

@@ -1,0 +1,68 @@
+/** Why a call asks for budget, highest first: when budget is short, a class waits behind every class above it. */
+export const PRIORITIES = ['caller', 'awaited-revalidation', 'background', 'refresh-ahead'] as const
+
+/**
+ * `caller`: a caller waiting with nothing to serve; `awaited-revalidation`: a revalidation a caller waits on;
+ * `background`: a stale-while-revalidate refresh; `refresh-ahead`: a hot entry refreshed before it goes stale.
+ */
+export type Priority = typeof PRIORITIES[number]
+
+export interface ClassRules {
+  /** Whether a caller hears of a refusal (then as UPSTREAM_BUDGET_EXHAUSTED at its deadline). */
+  callerFacing: boolean
+  /** Waiting calls of this class beyond which one more is dropped at once. */
+  maxQueued: number
+  /** How long a call of this class waits at most before it is dropped. */
+  maxWaitMs: number
+  /** The share of the fleet's bucket a lease for this class must leave for the classes above. */
+  reserveShare: number
+}
+
+/**
+ * Callers wait as long as their deadline allows. Background work waits a little, and only while the fleet's bucket
+ * is more than a quarter full; refresh-ahead is for spare budget only: half the bucket left, a short wait, few queued.
+ */
+export const RULES: Readonly<Record<Priority, ClassRules>> = {
+  caller: { callerFacing: true, maxQueued: Infinity, maxWaitMs: Infinity, reserveShare: 0 },
+  'awaited-revalidation': { callerFacing: true, maxQueued: Infinity, maxWaitMs: Infinity, reserveShare: 0 },
+  background: { callerFacing: false, maxQueued: 32, maxWaitMs: 2_000, reserveShare: 0.25 },
+  'refresh-ahead': { callerFacing: false, maxQueued: 8, maxWaitMs: 500, reserveShare: 0.5 }
+}
+
+export type DropReason = 'queue_full' | 'waited_too_long'
+
+/** Background work turned away for want of budget: never a caller's error (the entry stays as it is). */
+export class BudgetDropped extends Error {
+  override name = 'BudgetDropped'
+  readonly priority: Priority
+  readonly reason: DropReason
+
+  constructor (priority: Priority, reason: DropReason) {
+    super(`${priority} call dropped: ${reason.replace('_', ' ')}`)
+    this.priority = priority
+    this.reason = reason
+  }
+}
+
+export function isBudgetDropped (error: unknown): error is BudgetDropped {
+  return error instanceof BudgetDropped
+}
+
+/** Where the effective rate comes from: the fleet's bucket in Redis, or this instance's share while it cannot be reached. */
+export type BudgetScope = 'fleet' | 'instance'
+
+/** What the gate reports, for metrics (the lead wires it to prom-client). */
+export interface BudgetTelemetry {
+  /** A call let through to the upstream. */
+  budgetCall: (priority: Priority) => void
+  /** A call that found no budget at once and waited for it. */
+  budgetDeferred: (priority: Priority) => void
+  /** Background work dropped, or a caller refused at its deadline (`deadline`). */
+  budgetDropped: (priority: Priority, reason: DropReason | 'deadline') => void
+  /** The effective rate when it changes. */
+  budgetRate: (rps: number, scope: BudgetScope) => void
+}
+
+const ignore = (): void => {}
+
+export const noBudgetTelemetry: BudgetTelemetry = { budgetCall: ignore, budgetDeferred: ignore, budgetDropped: ignore, budgetRate: ignore }

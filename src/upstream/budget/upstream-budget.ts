@@ -1,0 +1,73 @@
+import type { Config } from '../../config.ts'
+import { SharedBudgetBucket, type SharedBudgetLaw } from '../../redis/budget-bucket.ts'
+import type { RedisLayer } from '../../redis/layer.ts'
+import { CallBudget, type Schedule } from './call-budget.ts'
+import { FleetSource, type BudgetRate } from './fleet-source.ts'
+import { budgetSettings, FLOOR_SHARE, HALVING_COOLDOWN_MS, RECOVERY_PER_SECOND, stateTtlMs, type BudgetSettings } from './law.ts'
+import { noBudgetTelemetry, type BudgetTelemetry, type Priority } from './priorities.ts'
+
+/** The gate an upstream call passes before it is sent (see CallBudget), and what the edge tells it of a 429. */
+export interface UpstreamBudget {
+  acquire: (priority: Priority, signal: AbortSignal) => Promise<void>
+  slowDown: (holdMs: number) => Promise<void>
+  /** Undefined when the rate is unlimited. */
+  rate: () => BudgetRate | undefined
+}
+
+export interface UpstreamBudgetOptions {
+  config: Pick<Config, 'UPSTREAM_MAX_RPS' | 'UPSTREAM_BURST' | 'UPSTREAM_EXPECTED_INSTANCES' | 'CACHE_KEY_PREFIX'>
+  /** Absent without Redis: each instance keeps to its share. */
+  redis?: Pick<RedisLayer, 'client' | 'health' | 'clock'>
+  now: () => number
+  schedule?: Schedule
+  telemetry?: BudgetTelemetry
+  /** A Redis failure (the budget then goes on locally), for a debug log. */
+  onError: (error: unknown) => void
+}
+
+/** The deployment's budget of `config`: a gate on the fleet's bucket, or, with UPSTREAM_MAX_RPS=0, one that only counts. */
+export function createUpstreamBudget (options: UpstreamBudgetOptions): UpstreamBudget {
+  const { config, redis, now, telemetry = noBudgetTelemetry, onError } = options
+  const settings = budgetSettings(config)
+  if (settings === undefined) return unlimited(telemetry)
+  const source = new FleetSource({
+    settings,
+    ...(redis !== undefined && {
+      shared: new SharedBudgetBucket({
+        redis: redis.client,
+        health: redis.health,
+        clock: redis.clock,
+        key: `${config.CACHE_KEY_PREFIX}upstream:budget`,
+        law: sharedLaw(settings)
+      }),
+      health: redis.health
+    }),
+    now: now(),
+    onError
+  })
+  return new CallBudget({ source, now, telemetry, onError, ...(options.schedule !== undefined && { schedule: options.schedule }) })
+}
+
+export function sharedLaw (settings: BudgetSettings): SharedBudgetLaw {
+  const { rps, burst, leaseMs } = settings
+  return {
+    rps,
+    burst,
+    leaseMs,
+    recoveryRps: rps * RECOVERY_PER_SECOND,
+    floorRps: rps * FLOOR_SHARE,
+    cooldownMs: HALVING_COOLDOWN_MS,
+    ttlMs: stateTtlMs(settings)
+  }
+}
+
+function unlimited (telemetry: BudgetTelemetry): UpstreamBudget {
+  return {
+    acquire: async (priority, signal) => {
+      signal.throwIfAborted()
+      telemetry.budgetCall(priority)
+    },
+    slowDown: async () => {},
+    rate: () => undefined
+  }
+}

@@ -1,0 +1,2 @@
+// The fleet-wide upstream budget's tests, in one process (docs/testing.md); the Redis outage has a process of its own.
+import './budget/fleet.ts'
