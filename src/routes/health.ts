@@ -10,9 +10,17 @@ const Literals = <T extends string>(values: readonly T[], description: string) =
 export const ReadinessBody = Type.Object({
   status: Literals(['ready', 'degraded', 'unavailable'], 'ready: all well; degraded: still serving (see the other fields); unavailable: shutting down'),
   redis: Literals(['up', 'down', 'not_configured'], 'the shared cache (not_configured: REDIS_URL unset, in-process cache)'),
-  token: Literals(['none', 'held', 'renewing', 'failing'], 'the upstream access token (none: not needed yet)'),
-  breaker: Literals(['closed', 'open', 'half_open'], 'the upstream circuit breaker')
-}, { examples: [{ status: 'degraded', redis: 'down', token: 'held', breaker: 'closed' }] })
+  token: Literals(['none', 'held', 'renewing', 'failing'],
+    'the upstream access token (none: not needed yet; renewing: an exchange under way; failing: no usable token, from the first ' +
+    'failed or unanswered exchange until one is held again)'),
+  breaker: Literals(['closed', 'open', 'half_open'], 'the upstream circuit breaker'),
+  tokenReason: Type.Optional(Type.String({ description: 'only while `token` is `failing`: why no usable token can be had' }))
+}, {
+  examples: [
+    { status: 'degraded', redis: 'down', token: 'held', breaker: 'closed' },
+    { status: 'degraded', redis: 'up', token: 'failing', breaker: 'closed', tokenReason: 'the identity provider has not answered the current exchange' }
+  ]
+})
 export type Readiness = Static<typeof ReadinessBody>
 
 type Checks = Omit<Readiness, 'status'>
@@ -52,10 +60,12 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (_request, reply) => {
     reply.header('cache-control', 'no-store')
+    const failure = app.tokens.failure
     const report = readiness({
       redis: app.redisLayer === undefined ? 'not_configured' : app.redisLayer.health.up ? 'up' : 'down',
       token: app.tokens.state,
-      breaker: app.upstream.breakerState
+      breaker: app.upstream.breakerState,
+      ...(failure !== undefined && { tokenReason: failure })
     }, app.closing)
     if (report.status !== 'unavailable') return report
     reply.code(503)

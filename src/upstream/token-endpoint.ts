@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici'
+import { withDeadline } from '../cancellation.ts'
 import { UPSTREAM_AUTH_FAILED } from '../errors.ts'
 import { isTimeout } from './transport-errors.ts'
 
@@ -32,9 +33,10 @@ export class TokenEndpoint {
     this.#options = options
   }
 
-  async exchange (): Promise<MintedToken> {
+  /** `signal` aborts an exchange given up on before its own timeout. */
+  async exchange (signal?: AbortSignal): Promise<MintedToken> {
     const { defaultTtlSeconds } = this.#options
-    const { access_token: value, expires_in: expiresIn } = await this.#request()
+    const { access_token: value, expires_in: expiresIn } = await this.#request(signal)
     if (typeof value !== 'string' || value === '') throw new UPSTREAM_AUTH_FAILED('the identity provider answered without access_token')
     const seconds = Number(expiresIn)
     // A missing, zero or unreadable lifetime means the configured default rather than a token renewed on every call.
@@ -42,7 +44,7 @@ export class TokenEndpoint {
     return { value, lifetimeMs: ttlSeconds * 1000 }
   }
 
-  async #request (): Promise<Record<string, unknown>> {
+  async #request (signal: AbortSignal | undefined): Promise<Record<string, unknown>> {
     const { dispatcher, tokenPath, clientId, clientSecret, audience, timeoutMs } = this.#options
     let answer: unknown
     try {
@@ -51,7 +53,7 @@ export class TokenEndpoint {
         path: tokenPath,
         headers: { 'content-type': 'application/json', accept: 'application/json' },
         body: JSON.stringify({ client_id: clientId, client_secret: clientSecret, audience, grant_type: 'client_credentials' }),
-        signal: AbortSignal.timeout(timeoutMs)
+        signal: withDeadline(signal, timeoutMs)
       })
       if (response.statusCode !== 200) {
         await response.body.dump()

@@ -1,3 +1,4 @@
+import { untilAborted } from '../cancellation.ts'
 import { UPSTREAM_AUTH_FAILED } from '../errors.ts'
 import type { Telemetry } from '../telemetry/telemetry.ts'
 import type { AccessToken } from './access-token.ts'
@@ -5,12 +6,14 @@ import type { UpstreamLog } from './log.ts'
 import type { MintedToken } from './token-endpoint.ts'
 import type { Claim } from '../redis/owner-lock.ts'
 import type { TokenStore } from './token-store.ts'
+import { renewalDue, retryDelay, usableUntil } from './token-timing.ts'
 
 /** What /readyz reports: no token yet, one held, an exchange under way, or the identity provider failing. */
 export type TokenState = 'none' | 'held' | 'renewing' | 'failing'
 
 export interface TokenManagerOptions {
-  endpoint: { exchange: () => Promise<MintedToken> }
+  /** `signal` aborts an exchange given up on. */
+  endpoint: { exchange: (signal: AbortSignal) => Promise<MintedToken> }
   /** With Redis: the token shared by every instance. Without: this instance's own. */
   store?: TokenStore
   telemetry: Telemetry
@@ -21,16 +24,12 @@ export interface TokenManagerOptions {
   random?: () => number
 }
 
-/** Renew this long before the announced expiry (at most 20% of the life of a short-lived token). */
-const REFRESH_SKEW_MS = 30_000
-/** Stop sending a token this long before expiry (at most 10% of its life): a call must arrive before it dies. */
-const EXPIRY_MARGIN_MS = 5_000
-/**
- * Back-off after a failed exchange: doubles from the base up to the cap, with jitter. Never under 1 s
- * (a failing provider gets at most one exchange a second) nor over 5 s (callers recover soon after it does).
- */
-const RETRY_BASE_MS = 2_000
-const RETRY_CAP_MS = 5_000
+/** One exchange (or wait for another instance's), and when it is given up on if the provider has not answered. */
+interface Renewal {
+  promise: Promise<AccessToken>
+  controller: AbortController
+  givesUpAt: number
+}
 
 /**
  * Holds the client-credentials token. One exchange per lifetime: a token past `renewalDue` is still
@@ -38,6 +37,9 @@ const RETRY_CAP_MS = 5_000
  * token at all. One exchange at a time, however many callers ask (they share one promise), and with a
  * store, one across instances (a Redis lock; the others are woken by its release). After a failed exchange
  * callers get UPSTREAM_AUTH_FAILED at once until the back-off ends, instead of one exchange each.
+ * An exchange the provider has not answered by the time a failed one would have been retried is given up on
+ * (aborted, counted as a failure) and the next caller starts another at once: a hung provider is retried on the
+ * same schedule as a failing one, so callers recover as soon after it answers again.
  */
 export class TokenManager {
   readonly #endpoint: TokenManagerOptions['endpoint']
@@ -50,9 +52,11 @@ export class TokenManager {
   #current: AccessToken | undefined
   /** The last token the upstream refused: never adopted again from the store. */
   #rejected: string | undefined
-  #renewal: Promise<AccessToken> | undefined
+  #renewal: Renewal | undefined
   #failures = 0
   #retryAt = 0
+  /** Why the last exchange failed, for /readyz; cleared by a token. */
+  #lastFailure: string | undefined
 
   constructor (options: TokenManagerOptions) {
     this.#endpoint = options.endpoint
@@ -64,11 +68,23 @@ export class TokenManager {
     this.#random = options.random ?? Math.random
   }
 
-  /** `failing` only while no usable token is held: with one, calls still succeed until it is due. */
+  /**
+   * `failing` from the first failed (or given up) exchange until a usable token is held again, whatever runs
+   * meanwhile: with a token, calls still succeed until it is due; without one, none does.
+   */
   get state (): TokenState {
-    if (this.#renewal !== undefined) return 'renewing'
-    if (this.#usable(this.#current)) return 'held'
-    return this.#failures > 0 ? 'failing' : 'none'
+    const renewal = this.#renewal
+    if (this.#usable(this.#current)) return renewal === undefined ? 'held' : 'renewing'
+    if (this.#failures > 0 || (renewal !== undefined && this.#overdue(renewal))) return 'failing'
+    return renewal === undefined ? 'none' : 'renewing'
+  }
+
+  /** Why no token can be had, while `state` is `failing`: never a token or a secret. */
+  get failure (): string | undefined {
+    if (this.state !== 'failing') return undefined
+    const renewal = this.#renewal
+    if (renewal !== undefined && this.#overdue(renewal)) return 'the identity provider has not answered the current exchange'
+    return this.#lastFailure
   }
 
   async getToken (): Promise<AccessToken> {
@@ -91,46 +107,73 @@ export class TokenManager {
   }
 
   #renewInBackground (): void {
-    if (this.#renewal !== undefined || this.#now() < this.#retryAt) return
+    const renewal = this.#renewal
+    if ((renewal !== undefined && !this.#overdue(renewal)) || this.#now() < this.#retryAt) return
     // A failure is logged and counted where it happens; the current token serves while it is usable.
     this.#renew().catch(() => {})
   }
 
-  async #renew (): Promise<AccessToken> {
-    if (this.#renewal !== undefined) return await this.#renewal
-    const waitMs = this.#retryAt - this.#now()
-    if (waitMs > 0) throw backingOff(waitMs)
-    this.#renewal = this.#obtain()
-      .then((token) => {
-        this.#current = token
-        this.#failures = 0
-        this.#retryAt = 0
-        return token
-      })
-      .finally(() => { this.#renewal = undefined })
-    return await this.#renewal
+  /** An exchange unanswered past the moment a failed one would have been retried. */
+  #overdue (renewal: Renewal): boolean {
+    return this.#now() >= renewal.givesUpAt
   }
 
-  async #obtain (): Promise<AccessToken> {
+  async #renew (): Promise<AccessToken> {
+    const renewal = this.#renewal
+    if (renewal !== undefined && !this.#overdue(renewal)) return await renewal.promise
+    if (renewal !== undefined) this.#giveUp(renewal)
+    else if (this.#retryAt > this.#now()) throw backingOff(this.#retryAt - this.#now())
+    return await this.#start().promise
+  }
+
+  #start (): Renewal {
+    const controller = new AbortController()
+    const renewal: Renewal = {
+      controller,
+      givesUpAt: this.#now() + retryDelay(this.#failures + 1, this.#random()),
+      promise: untilAborted(this.#obtain(controller.signal), controller.signal)
+        .then((token) => {
+          this.#current = token
+          this.#failures = 0
+          this.#retryAt = 0
+          this.#lastFailure = undefined
+          return token
+        })
+        .finally(() => { if (this.#renewal === renewal) this.#renewal = undefined })
+    }
+    this.#renewal = renewal
+    return renewal
+  }
+
+  /** Aborts an overdue exchange, counted as a failure; the next one starts at once (its wait is already served). */
+  #giveUp (renewal: Renewal): void {
+    this.#renewal = undefined
+    const error = new UPSTREAM_AUTH_FAILED('the identity provider did not answer in time; trying again')
+    this.#failed(error, false)
+    renewal.controller.abort(error)
+  }
+
+  async #obtain (signal: AbortSignal): Promise<AccessToken> {
     const store = this.#store
-    if (store === undefined) return await this.#mint()
+    if (store === undefined) return await this.#mint(signal)
     const deadline = this.#now() + this.#lockWaitMs
     for (;;) {
       const shared = await this.#fromStore(store)
       if (shared !== undefined) return shared
+      signal.throwIfAborted()
       const claim = await store.claim()
-      if (claim.owner) return await this.#mintAsOwner(store, claim)
+      if (claim.owner) return await this.#mintAsOwner(store, claim, signal)
       if (this.#now() >= deadline) throw new UPSTREAM_AUTH_FAILED('another instance is still exchanging credentials')
       await claim.settled
     }
   }
 
-  async #mintAsOwner (store: TokenStore, claim: Claim & { owner: true }): Promise<AccessToken> {
+  async #mintAsOwner (store: TokenStore, claim: Claim & { owner: true }, signal: AbortSignal): Promise<AccessToken> {
     try {
       // The previous owner may have finished between our look and our lock.
       const shared = await this.#fromStore(store)
       if (shared !== undefined) return shared
-      const token = await this.#mint()
+      const token = await this.#mint(signal)
       await store.write(token)
       return token
     } finally {
@@ -146,44 +189,38 @@ export class TokenManager {
     if (failingMs > 0) {
       this.#failures = Math.max(this.#failures, 1)
       this.#retryAt = this.#now() + failingMs
+      this.#lastFailure = 'another instance found the identity provider failing'
       throw backingOff(failingMs)
     }
     return undefined
   }
 
-  async #mint (): Promise<AccessToken> {
+  async #mint (signal: AbortSignal): Promise<AccessToken> {
     const issuedAt = this.#now()
     try {
-      const { value, lifetimeMs } = await this.#endpoint.exchange()
+      const { value, lifetimeMs } = await untilAborted(this.#endpoint.exchange(signal), signal)
       this.#telemetry.tokenExchange('minted')
       this.#log.info({ lifetimeSeconds: lifetimeMs / 1000 }, 'upstream token minted')
       return { value, issuedAt, expiresAt: issuedAt + lifetimeMs }
     } catch (error) {
-      this.#failures++
-      const delayMs = retryDelay(this.#failures, this.#random())
-      this.#retryAt = this.#now() + delayMs
-      this.#telemetry.tokenExchange('failed')
-      this.#log.warn({ err: error, attempt: this.#failures, retryInMs: delayMs }, 'token exchange failed')
+      // An exchange given up on was counted then.
+      if (signal.aborted) throw error
+      const delayMs = this.#failed(error, true)
       await this.#store?.markFailing(delayMs)
       throw error
     }
   }
-}
 
-/** When to renew: REFRESH_SKEW_MS before expiry, or at 80% of the life of a short-lived token. */
-function renewalDue (token: AccessToken): number {
-  return token.expiresAt - Math.min(REFRESH_SKEW_MS, (token.expiresAt - token.issuedAt) * 0.2)
-}
-
-/** The last moment a token is sent: EXPIRY_MARGIN_MS before expiry, or at 90% of a short life. */
-function usableUntil (token: AccessToken): number {
-  return token.expiresAt - Math.min(EXPIRY_MARGIN_MS, (token.expiresAt - token.issuedAt) * 0.1)
-}
-
-/** Exponential back-off with "equal jitter": half the step fixed, half random, so instances spread out. */
-export function retryDelay (attempt: number, random: number): number {
-  const step = Math.min(RETRY_CAP_MS, RETRY_BASE_MS * 2 ** (attempt - 1))
-  return Math.round(step / 2 + random * step / 2)
+  /** Counts a failed exchange; the next may start after the back-off (or at once). Returns that delay. */
+  #failed (error: unknown, backOff: boolean): number {
+    this.#failures++
+    const delayMs = backOff ? retryDelay(this.#failures, this.#random()) : 0
+    this.#retryAt = this.#now() + delayMs
+    this.#lastFailure = error instanceof Error ? error.message : 'the exchange failed'
+    this.#telemetry.tokenExchange('failed')
+    this.#log.warn({ err: error, attempt: this.#failures, retryInMs: delayMs }, 'token exchange failed')
+    return delayMs
+  }
 }
 
 function backingOff (waitMs: number): Error {

@@ -1,7 +1,7 @@
 import { connect } from 'node:net'
 import t from 'tap'
 import { readiness } from '../../src/routes/health.ts'
-import { eventually, REDIS_URL, RedisServer, stack } from '../helper.ts'
+import { Clock, eventually, REDIS_URL, RedisServer, settle, stack } from '../helper.ts'
 
 t.test('/healthz answers 200 while the process runs', async (t) => {
   const { app } = await stack(t)
@@ -44,13 +44,72 @@ t.test('a Redis outage is degraded but still 200, and ready again once Redis is 
   t.same((await app.inject('/readyz')).json(), { status: 'ready', redis: 'up', token: 'held', breaker: 'closed' })
 })
 
-t.test('a failing identity provider is degraded, still 200', async (t) => {
+t.test('a failing identity provider is degraded, still 200, and /readyz says why', async (t) => {
   const { app, sim } = await stack(t)
   sim.failTokenNext({ kind: 'status', status: 500 })
   t.equal((await app.inject('/profile/alice')).statusCode, 502)
   const res = await app.inject('/readyz')
   t.equal(res.statusCode, 200)
-  t.same(res.json(), { status: 'degraded', redis: 'not_configured', token: 'failing', breaker: 'closed' })
+  t.same(res.json(), {
+    status: 'degraded',
+    redis: 'not_configured',
+    token: 'failing',
+    breaker: 'closed',
+    tokenReason: 'Could not authenticate with the profile service: the identity provider answered 500'
+  }, 'with the reason, which holds neither the secret nor a token')
+})
+
+t.test('while an exchange hangs, /readyz turns degraded once it is overdue and stays so, with a reason', async (t) => {
+  const clock = new Clock(Date.now())
+  const { app, sim } = await stack(t, { now: clock.now })
+  sim.failTokenNext({ kind: 'hang' })
+  const hung = app.inject('/profile/first')
+  await eventually(() => sim.stats.tokenRequests === 1, 'the exchange hangs at the identity provider')
+  const statuses: string[] = []
+  for (let atMs = 100; atMs <= 6_000; atMs += 100) {
+    clock.advance(100)
+    const report = (await app.inject('/readyz')).json()
+    statuses.push(report.status)
+    if (report.status === 'degraded') t.match(report, { token: 'failing', tokenReason: 'the identity provider has not answered the current exchange' })
+  }
+  const firstDegraded = statuses.indexOf('degraded')
+  t.ok(firstDegraded >= 9 && firstDegraded <= 19, `ready while the exchange was young, degraded from ${(firstDegraded + 1) * 100} ms`)
+  t.ok(statuses.slice(firstDegraded).every((status) => status === 'degraded'), 'and never back to ready while it hangs')
+  t.equal((await app.inject('/profile/next')).statusCode, 200, 'the next caller gives up on it and gets a token')
+  t.equal((await hung).statusCode, 502)
+})
+
+t.test('a hung identity provider: degraded with a reason once its exchange is overdue, no flapping, recovered within 2 s', async (t) => {
+  const clock = new Clock(Date.now())
+  const { app, sim } = await stack(t, { now: clock.now })
+  sim.failTokenNext({ kind: 'hang' }) // the first exchange hangs; the provider answers every later one
+  const lookups = [{ atMs: 0, answer: app.inject('/profile/first') }]
+  await eventually(() => sim.stats.tokenRequests === 1, 'the first exchange hangs at the identity provider')
+  const reports: Array<Record<string, unknown>> = []
+  // A readiness probe and a lookup every 100 ms of the app's clock, until a lookup gives up on the hung exchange.
+  for (let atMs = 100; atMs <= 5_000 && app.tokens.failure?.includes('did not answer in time') !== true; atMs += 100) {
+    clock.advance(100)
+    reports.push((await app.inject('/readyz')).json())
+    lookups.push({ atMs, answer: app.inject(`/profile/at-${atMs}`) })
+    await settle()
+  }
+  await eventually(() => app.tokens.state === 'held', 'the next exchange is answered')
+  reports.push((await app.inject('/readyz')).json())
+
+  const answers = await Promise.all(lookups.map(async ({ atMs, answer }) => ({ atMs, status: (await answer).statusCode })))
+  const recovered = answers.filter(({ status }) => status === 200)
+  t.same(recovered.map(({ atMs }) => atMs), [answers.at(-1)?.atMs], 'the lookup that gave up on the hung exchange got the next token')
+  t.ok((recovered[0]?.atMs ?? Infinity) <= 2_000, `served ${recovered[0]?.atMs} ms after the provider answered again`)
+  t.ok(answers.slice(0, -1).every(({ status }) => status === 502), 'the callers of the hung exchange were told when it was given up')
+  t.equal(sim.stats.tokenRequests, 2)
+
+  const statuses = reports.map((report) => report.status)
+  const changes = statuses.filter((status, i) => i > 0 && status !== statuses[i - 1]).length
+  t.ok(statuses[0] === 'ready' && changes === 2 && statuses.at(-1) === 'ready', `ready, then degraded, then ready: ${statuses.join(' ')}`)
+  t.same(reports.at(-1), { status: 'ready', redis: 'not_configured', token: 'held', breaker: 'closed' })
+  for (const report of reports.filter(({ status }) => status === 'degraded')) {
+    t.match(report, { token: 'failing', tokenReason: /the identity provider (has not answered|did not answer)/ })
+  }
 })
 
 t.test('an open breaker is degraded, still 200: cached and stale entries are still served', async (t) => {
@@ -107,6 +166,7 @@ t.test('readiness: 503 only while closing; Redis down, token failing or breaker 
   t.equal(readiness({ ...healthy, token: 'renewing' }, false).status, 'ready')
   t.equal(readiness({ ...healthy, redis: 'down' }, false).status, 'degraded')
   t.equal(readiness({ ...healthy, token: 'failing' }, false).status, 'degraded')
+  t.same(readiness({ ...healthy, token: 'failing', tokenReason: 'why' }, false), { status: 'degraded', ...healthy, token: 'failing', tokenReason: 'why' })
   t.equal(readiness({ ...healthy, breaker: 'open' }, false).status, 'degraded')
   t.equal(readiness({ ...healthy, breaker: 'half_open' }, false).status, 'degraded')
   t.equal(readiness({ redis: 'down', token: 'failing', breaker: 'open' }, false).status, 'degraded',

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { retryDelay, TokenManager, type TokenManagerOptions } from '../../../src/upstream/token-manager.ts'
+import { TokenManager, type TokenManagerOptions } from '../../../src/upstream/token-manager.ts'
+import { retryDelay } from '../../../src/upstream/token-timing.ts'
 import { Clock, FakeEndpoint, recordingLog, recordingTelemetry, settle } from '../../helper.ts'
 
 function manager (endpoint: FakeEndpoint, options: Partial<TokenManagerOptions> = {}) {
@@ -166,4 +167,52 @@ t.test('each minted token is counted and logged once, without the token', async 
   t.equal(log.lines.length, 1)
   t.match(JSON.parse(log.lines[0] ?? '{}'), { level: 'info', message: 'upstream token minted', lifetimeSeconds: 3600 })
   t.notMatch(log.lines.join('\n'), token.value)
+})
+
+t.test('a hung exchange is given up on when a failed one would have been retried: callers recover as soon as after a failing provider', async (t) => {
+  for (const random of [0, 1]) {
+    const recovery: Record<string, number> = {}
+    for (const fault of ['failing', 'hung'] as const) {
+      const endpoint = new FakeEndpoint()
+      const { tokens, clock } = manager(endpoint, { random: () => random })
+      if (fault === 'failing') endpoint.failing = true
+      else endpoint.hold = true
+      await Promise.race([tokens.getToken().catch(() => {}), settle()])
+      // The provider answers again right after that first exchange; a caller every 100 ms.
+      endpoint.failing = false
+      endpoint.hold = false
+      let recoveredAfter = 0
+      while ((await Promise.race([tokens.getToken().then(() => true, () => false), settle().then(() => false)])) === false) {
+        clock.advance(100)
+        recoveredAfter += 100
+      }
+      recovery[fault] = recoveredAfter
+      t.equal(endpoint.exchanges, 2, `${fault}, random ${random}: one exchange given up on or failed, then one answered`)
+      endpoint.release()
+    }
+    t.ok((recovery.hung ?? Infinity) <= (recovery.failing ?? 0), `random ${random}: hung ${recovery.hung} ms, failing ${recovery.failing} ms`)
+    t.ok((recovery.hung ?? Infinity) <= 2_000)
+  }
+})
+
+t.test('without a usable token the state stays failing, with its reason, while exchanges hang or fail, until a token is held', async (t) => {
+  const endpoint = new FakeEndpoint()
+  const { tokens, clock, telemetry } = manager(endpoint)
+  endpoint.hold = true
+  const first = tokens.getToken()
+  t.equal(tokens.state, 'renewing', 'a young exchange is no failure yet')
+  t.equal(tokens.failure, undefined)
+  clock.advance(1_000) // random() = 0: a failed first exchange would have been retried now
+  t.equal(tokens.state, 'failing')
+  t.equal(tokens.failure, 'the identity provider has not answered the current exchange')
+  const second = tokens.getToken()
+  await t.rejects(first, { code: 'UPSTREAM_AUTH_FAILED', message: /did not answer in time/ }, 'its waiters are told at once')
+  t.equal(tokens.state, 'failing', 'still failing while the next exchange runs')
+  t.match(tokens.failure, /did not answer in time/)
+  t.equal(endpoint.exchanges, 2, 'the next exchange started at once, the first one aborted')
+  endpoint.release()
+  t.equal((await second).value, 'token-2')
+  t.equal(tokens.state, 'held')
+  t.equal(tokens.failure, undefined)
+  t.same(telemetry.events, ['token:failed', 'token:minted'])
 })
