@@ -17,15 +17,13 @@ export async function bodyDrained (request: IncomingMessage): Promise<void> {
 
 /**
  * Writes a whole answer on a socket no response object writes to, and closes it: at once when `cutOff`
- * (a client too slow to wait for), else once the client has closed its side too, or after LINGER_MS.
+ * (a client too slow to wait for), else once the client has closed its side too; after LINGER_MS at the
+ * latest, whether the client reads or not.
  */
 export function answerAndClose (socket: Duplex, answer: string, cutOff: boolean): void {
   socket.end(answer)
-  if (cutOff) {
-    socket.once('finish', () => socket.destroy())
-    return
-  }
-  socket.resume()
   const linger = setTimeout(() => socket.destroy(), LINGER_MS).unref()
   socket.once('close', () => clearTimeout(linger))
+  if (cutOff) socket.once('finish', () => socket.destroy())
+  else socket.resume()
 }
