@@ -1,2 +1,5 @@
 // The fleet-wide upstream budget's tests, in one process (docs/testing.md); the Redis outage has a process of its own.
 import './budget/fleet.ts'
+import './budget/priorities.ts'
+import './budget/adaptive.ts'
+import './budget/fallback.ts'

@@ -1,0 +1,82 @@
+import t from 'tap'
+import { CallBudget } from '../../../src/upstream/budget/call-budget.ts'
+import { Clock, deadRedis, fakeHealth, testRedis } from '../../helper.ts'
+import { instance, Outcomes, settingsOf, Timers } from './harness.ts'
+
+const RPS = 50
+
+t.test('Redis going down mid-way: each instance keeps to its share, and no caller hears of it', async (t) => {
+  const { redis, prefix } = testRedis(t)
+  const clock = new Clock()
+  const timers = new Timers(clock)
+  const settings = settingsOf(RPS, 2)
+  const health = fakeHealth()
+  const errors: unknown[] = []
+  const shared = { redis, key: `${prefix}upstream:budget`, health }
+  const a = instance({ clock, timers, settings, shared, errors })
+  const b = instance({ clock, timers, settings, shared, errors })
+  const calls = new Outcomes(clock)
+  const done = new AbortController()
+  calls.ask(a, 'caller', 1_000, done.signal, 'a')
+  calls.ask(b, 'caller', 1_000, done.signal, 'b')
+  await timers.advance(3_000)
+  t.equal(a.rate().scope, 'fleet')
+  health.up = false
+  const downAt = clock.now()
+  await timers.advance(3_000)
+  for (const name of ['a', 'b']) {
+    const sent = calls.granted.filter((grant) => grant.tag === name && grant.at >= downAt).length
+    // Its share for three seconds, its own bucket (a share of the burst), and what it held when Redis went.
+    t.ok(sent >= 0.9 * 25 * 3 && sent <= 25 * 3 + 25 + 2, `${name}: ${sent} calls in the three seconds without Redis`)
+  }
+  t.same(a.rate(), { rps: 25, scope: 'instance', shareRps: 25 })
+  t.equal(calls.refused.length, 0, 'no caller refused')
+  t.same(errors, [], 'nothing sent to a Redis known to be down')
+  health.up = true
+  await timers.advance(1_000)
+  t.equal(a.rate().scope, 'fleet', 'back on the fleet\'s bucket with its next lease')
+  done.abort()
+  await timers.idle()
+})
+
+t.test('a command that fails before Redis is known to be down is reported, and the call comes from the share', async (t) => {
+  const clock = new Clock()
+  const timers = new Timers(clock)
+  const errors: unknown[] = []
+  const gate = instance({ clock, timers, settings: settingsOf(RPS, 2), errors, shared: { redis: deadRedis(t), key: 'unused', health: fakeHealth() } })
+  const calls = new Outcomes(clock)
+  calls.ask(gate, 'caller', 3)
+  await timers.idle()
+  t.equal(calls.granted.length, 3)
+  t.ok(errors.length >= 1, 'each failed command reported (RedisHealth would then mark Redis down)')
+  t.equal(gate.rate().scope, 'instance')
+})
+
+t.test('a lease that fails unexpectedly is asked for again a little later, not at once', async (t) => {
+  const clock = new Clock()
+  const timers = new Timers(clock)
+  const errors: unknown[] = []
+  let leases = 0
+  const gate = new CallBudget({
+    source: {
+      lease: async (need, _demand, _reserve, now) => {
+        if (++leases === 1) throw new Error('a bug')
+        return { granted: need, retryInMs: 0, lapsesAt: now + 100 }
+      },
+      slowDown: async () => {},
+      rate: () => ({ rps: RPS, scope: 'instance', shareRps: RPS })
+    },
+    now: clock.now,
+    schedule: timers.schedule,
+    onError: (error) => { errors.push(error) }
+  })
+  const calls = new Outcomes(clock)
+  calls.ask(gate, 'caller')
+  await timers.advance(99)
+  t.equal(leases, 1)
+  t.equal(calls.granted.length, 0)
+  await timers.advance(50)
+  t.equal(leases, 2)
+  t.equal(calls.granted.length, 1)
+  t.match(errors, [{ message: 'a bug' }])
+})
