@@ -15,11 +15,11 @@ export type EdgeOptions = Dispatcher.DispatchOptions & { call?: EdgeCall, signal
 export type Dispatch = Dispatcher['dispatch']
 export type Interceptor = Dispatcher.DispatcherComposeInterceptor
 
-/** The call's record; the client always passes one, an interceptor test may not. */
+/** The call's record, which UpstreamClient passes with every request. */
 export function callOf (opts: Dispatcher.DispatchOptions): EdgeCall {
-  const edge = opts as EdgeOptions
-  edge.call ??= { deadlineAt: Infinity }
-  return edge.call
+  const { call } = opts as EdgeOptions
+  if (call === undefined) throw new TypeError('expected opts.call: dispatch through UpstreamClient')
+  return call
 }
 
 export function signalOf (opts: Dispatcher.DispatchOptions): AbortSignal | undefined {
