@@ -63,6 +63,8 @@ export class FleetSource {
         const lease = await shared.lease(want, reserveShare, now, slice)
         this.#fleetSlowdown = lease.slowdown
         this.#scope = 'fleet'
+        // Counted here too: when Redis goes, this instance's bucket holds only what it left of its share, not a burst more.
+        this.#local.take(lease.granted, 0, now)
         return { granted: lease.granted, retryInMs: lease.retryInMs, lapsesAt }
       } catch (error) {
         onError(error)

@@ -30,6 +30,7 @@ t.test('Redis going down mid-way: each instance keeps to its share, and no calle
     t.ok(sent >= 0.9 * 25 * 3 && sent <= 25 * 3 + 25 + 2, `${name}: ${sent} calls in the three seconds without Redis`)
   }
   t.same(a.rate(), { rps: 25, scope: 'instance', shareRps: 25 })
+  t.ok(calls.peak(1000) <= 50 + settings.burst, `the fleet's busiest second, across the outage: ${calls.peak(1000)} calls`)
   t.equal(calls.refused.length, 0, 'no caller refused')
   t.same(errors, [], 'nothing sent to a Redis known to be down')
   health.up = true

@@ -1,0 +1,35 @@
+import t from 'tap'
+import { budgetSettings, stateTtlMs } from '../../../src/upstream/budget/law.ts'
+import { createUpstreamBudget } from '../../../src/upstream/budget/upstream-budget.ts'
+import { testLayer, testRedis } from '../../helper.ts'
+
+const config = { UPSTREAM_MAX_RPS: 50, UPSTREAM_BURST: undefined, UPSTREAM_EXPECTED_INSTANCES: 2 }
+
+t.test('the burst defaults to one second of the rate; a lease lasts 100 ms, shorter when the burst is small', async (t) => {
+  t.same(budgetSettings(config), { rps: 50, burst: 50, instances: 2, leaseMs: 100 })
+  t.equal(budgetSettings({ ...config, UPSTREAM_BURST: 10 })?.leaseMs, 25, 'two leases in flight hold at most a quarter of the bucket')
+  t.equal(budgetSettings({ ...config, UPSTREAM_BURST: 1 })?.leaseMs, 20, 'never shorter than a round trip needs')
+  t.equal(budgetSettings({ ...config, UPSTREAM_MAX_RPS: 0 }), undefined, '0: unlimited')
+})
+
+t.test('with Redis, the fleet\'s bucket is one key under the deployment\'s prefix, with a lifetime', async (t) => {
+  const { redis, prefix } = testRedis(t)
+  const layer = await testLayer(t, redis, prefix)
+  const errors: unknown[] = []
+  const budget = createUpstreamBudget({ config: { ...config, CACHE_KEY_PREFIX: prefix }, redis: layer, now: Date.now, onError: (error) => errors.push(error) })
+  await budget.acquire('caller', AbortSignal.timeout(5_000))
+  t.same(await redis.keys(`${prefix}*`), [`${prefix}upstream:budget`])
+  const ttl = await redis.pttl(`${prefix}upstream:budget`)
+  const settings = budgetSettings(config)
+  t.ok(settings !== undefined && ttl > 0 && ttl <= stateTtlMs(settings), `${ttl} ms`)
+  t.match(budget.rate(), { rps: 50, scope: 'fleet', shareRps: 25 })
+  await budget.slowDown(0)
+  t.equal(Math.floor(budget.rate()?.rps ?? 0), 25, 'halved (and recovering as real time passes)')
+  t.same(errors, [])
+})
+
+t.test('without Redis, the gate keeps to the instance\'s share', async (t) => {
+  const budget = createUpstreamBudget({ config: { ...config, CACHE_KEY_PREFIX: 'unused:' }, now: Date.now, onError: () => {} })
+  await budget.acquire('caller', AbortSignal.timeout(5_000))
+  t.same(budget.rate(), { rps: 25, scope: 'instance', shareRps: 25 })
+})
