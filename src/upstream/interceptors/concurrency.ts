@@ -29,13 +29,13 @@ export function concurrency (options: ConcurrencyOptions): Interceptor {
 }
 
 async function queued ({ limiter, latency, now }: ConcurrencyOptions, call: EdgeCall, signal: AbortSignal | undefined): Promise<void> {
-  const sendBy = call.deadlineAt - latency.expectedMs
-  if (now() >= sendBy) throw new EdgeFailure({ kind: 'too_late' })
+  const sendBy = (): number => call.deadlineAt - latency.expectedMs
+  if (now() >= sendBy()) throw new EdgeFailure({ kind: 'too_late' })
   if (limiter.full) throw new EdgeFailure({ kind: 'overloaded', retryInMs: latency.expectedMs })
-  const lastChance = AbortSignal.timeout(sendBy - now())
+  const lastChance = AbortSignal.timeout(sendBy() - now())
   await limiter.enter(signal === undefined ? lastChance : AbortSignal.any([signal, lastChance]))
-  // The app's clock decides too: it may have moved further than the timer's.
-  if (now() >= sendBy) {
+  // Asked again on the app's clock, with what the upstream takes now: both may have moved while it waited.
+  if (now() >= sendBy()) {
     limiter.leave()
     throw new EdgeFailure({ kind: 'too_late' })
   }
