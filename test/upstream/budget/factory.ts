@@ -28,8 +28,13 @@ t.test('with Redis, the fleet\'s bucket is one key under the deployment\'s prefi
   t.same(errors, [])
 })
 
-t.test('without Redis, the gate keeps to the instance\'s share', async (t) => {
-  const budget = createUpstreamBudget({ config: { ...config, CACHE_KEY_PREFIX: 'unused:' }, now: Date.now, onError: () => {} })
+t.test('without Redis, the gate keeps to the instance\'s share, on the real timers', async (t) => {
+  const budget = createUpstreamBudget({ config: { ...config, UPSTREAM_BURST: 2, CACHE_KEY_PREFIX: 'unused:' }, now: Date.now, onError: () => {} })
   await budget.acquire('caller', AbortSignal.timeout(5_000))
   t.same(budget.rate(), { rps: 25, scope: 'instance', shareRps: 25 })
+  // The bucket (one call deep for each of two instances) is empty: the next caller waits for a timer, and leaves at its deadline.
+  const deadline = new AbortController()
+  const waiting = budget.acquire('caller', deadline.signal)
+  deadline.abort(new DOMException('deadline', 'TimeoutError'))
+  await t.rejects(waiting, { code: 'UPSTREAM_BUDGET_EXHAUSTED' })
 })

@@ -51,6 +51,10 @@ t.test('a command that fails before Redis is known to be down is reported, and t
   t.equal(calls.granted.length, 3)
   t.ok(errors.length >= 1, 'each failed command reported (RedisHealth would then mark Redis down)')
   t.equal(gate.rate().scope, 'instance')
+  const reported = errors.length
+  await gate.slowDown(0)
+  t.equal(errors.length, reported + 1, 'a halving Redis did not take is reported')
+  t.equal(gate.rate().rps, 12.5, 'and this instance\'s share halved')
 })
 
 t.test('a lease that fails unexpectedly is asked for again a little later, not at once', async (t) => {
