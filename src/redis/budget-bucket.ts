@@ -53,8 +53,8 @@ export class SharedBudgetBucket {
   }
 
   /**
-   * Up to `want` calls at `now` (local), leaving `reserveShare` of the bucket to others; if fewer, `retryInMs` is when
-   * `batch` more could be had (asking for each call as it refills would cost a round trip per call).
+   * Up to `want` calls at `now` (local), leaving `reserveShare` of the bucket to others; when that leaves it empty,
+   * `retryInMs` is when `batch` more could be had (asking for each call as it refills would cost a round trip per call).
    */
   async lease (want: number, reserveShare: number, now: number, batch: number): Promise<SharedLease> {
     const { redis, health, clock, key, law } = this.#options

@@ -20,8 +20,8 @@ end`
 /**
  * KEYS[1] the bucket; ARGV: now, calls wanted, configured rate (calls/s), depth, lease ms, share of the depth a
  * lease must leave in the bucket, recovery (calls/s per ms), state ttl ms, batch (the calls worth asking again for).
- * Returns the calls granted, the ms until a batch more could be (if fewer than wanted were), and the last halving
- * (cut, cutAt, from; '' if none).
+ * Returns the calls granted, the ms until a batch more could be had (0 while the bucket still has calls), and the
+ * last halving (cut, cutAt, from; '' if none).
  */
 export const LEASE = `${RATE_AT}
 local s = redis.call('HMGET', KEYS[1], 'level', 'at', 'epoch', 'held', 'heldBefore', 'cut', 'cutAt', 'from')
@@ -43,8 +43,9 @@ local granted = math.max(0, math.min(want, math.floor(level - reserve)))
 level = level - granted
 held = held + granted
 local retry = 0
-if granted < want then
-  local short = reserve + math.min(want - granted, tonumber(ARGV[9])) - level
+-- Empty now, or short of what was wanted: when to ask again, with a batch to be had.
+if granted < want or level - reserve < 1 then
+  local short = reserve + tonumber(ARGV[9]) - level
   retry = short * 1000 / effective
   -- Held calls leave the count only when their lease period is over.
   if level + short > room - held - heldBefore then retry = math.max(retry, (epoch + 1) * leaseMs - t) end

@@ -14,10 +14,10 @@ const realTimers: Schedule = (ms, run) => {
 /** After a lease that failed unexpectedly, ask again this much later rather than at once. */
 const RETRY_AFTER_FAILURE_MS = 100
 /**
- * Retries are spread by up to this share of their delay: instances waiting for the same refill ask in a random
- * order, so they take turns instead of the quickest to ask always winning.
+ * Retries are spread this share of their delay either side: instances waiting for the same refill ask in a random
+ * order, so they take turns instead of the first to have asked always winning.
  */
-const RETRY_JITTER = 0.2
+const RETRY_JITTER = 0.5
 
 export interface CallBudgetOptions {
   source: Pick<FleetSource, 'lease' | 'slowDown' | 'rate'>
@@ -152,7 +152,7 @@ export class CallBudget {
     this.#lapsesAt = grant.lapsesAt
     this.#reportRate()
     if (grant.retryInMs > 0) {
-      const cancel = this.#schedule(Math.ceil(grant.retryInMs * (1 + RETRY_JITTER * this.#random())), () => {
+      const cancel = this.#schedule(Math.ceil(grant.retryInMs * (1 + RETRY_JITTER * (2 * this.#random() - 1))), () => {
         this.#retry = undefined
         this.#pump()
       })

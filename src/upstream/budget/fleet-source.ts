@@ -48,19 +48,19 @@ export class FleetSource {
   }
 
   /**
-   * Calls for `need` waiters. From Redis, as many as `demand` (the recent use) up to a lease's slice, so that a busy
-   * instance asks Redis about once per lease period, not once per call; and no more than its share of the bucket at
-   * once, so that one instance's queue does not empty the bucket for the others.
+   * Calls for `need` waiters. From Redis, as many as needed or recently used (`demand`), up to a lease period's worth
+   * of the fleet's rate; when that empties the bucket, ask again once as much has refilled (about a lease period
+   * later), so that a busy instance asks once per lease period, not once per call, and the instances waiting for the
+   * same refill each find some of it.
    */
   async lease (need: number, demand: number, reserveShare: number, now: number): Promise<Grant> {
     const { settings, shared, onError } = this.#options
     const lapsesAt = now + settings.leaseMs
     if (shared !== undefined && this.#sharedUp) {
       const slice = sliceAt(settings, this.rate(now).rps)
-      const most = Math.max(slice, Math.ceil(settings.burst / settings.instances))
-      const want = Math.min(most, Math.max(need, Math.min(slice, demand)))
       try {
-        const lease = await shared.lease(want, reserveShare, now, slice)
+        const batch = slice * settings.instances
+        const lease = await shared.lease(Math.min(batch, Math.max(need, demand)), reserveShare, now, batch)
         this.#fleetSlowdown = lease.slowdown
         this.#scope = 'fleet'
         // Counted here too: when Redis goes, this instance's bucket holds only what it left of its share, not a burst more.

@@ -73,6 +73,8 @@ t.test('a lease that fails unexpectedly is asked for again a little later, not a
     },
     now: clock.now,
     schedule: timers.schedule,
+    // No spread: the retry comes at its delay.
+    random: () => 0.5,
     onError: (error) => { errors.push(error) }
   })
   const calls = new Outcomes(clock)

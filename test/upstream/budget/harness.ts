@@ -62,6 +62,15 @@ export class Timers {
   }
 }
 
+/** `redis`, counting the scripts it runs. */
+export function countingEvals (redis: Redis): { redis: Redis, evals: () => number } {
+  let evals = 0
+  const counted = Object.assign(Object.create(redis) as Redis, {
+    eval: async (...args: Parameters<Redis['eval']>) => { evals++; return await redis.eval(...args) }
+  })
+  return { redis: counted, evals: () => evals }
+}
+
 export function settingsOf (rps: number, instances: number, burst?: number): BudgetSettings {
   const settings = budgetSettings({ UPSTREAM_MAX_RPS: rps, UPSTREAM_BURST: burst, UPSTREAM_EXPECTED_INSTANCES: instances })
   if (settings === undefined) throw new Error('a budget needs a rate')
