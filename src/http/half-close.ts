@@ -1,13 +1,47 @@
-import type { Server } from 'node:http'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
+
+/** How often a half-closed connection with an answer pending is probed: a caller that left is seen within this and a round trip. */
+const PROBE_EVERY_MS = 250
 
 /**
  * Answers a request whose client shut its writing side after sending it (a common client and proxy
  * behaviour): by default node:http aborts such a request and ends the connection, so a cache miss would
- * get an empty reply and the load be cancelled as if its caller had gone. With this, the caller is gone
- * only when its connection closes, and node:http still ends the connection once the answer is written.
- * `httpAllowHalfOpen` is node:http's own switch (kept for userland servers, undocumented); Node is pinned in
- * .nvmrc, and test/ops/half-close.test.ts fails should a Node upgrade drop it.
+ * get an empty reply and its load be cancelled as if its caller had gone. A caller is gone only when its
+ * connection closes; but TCP tells a client that closed outright from one that only half-closed only
+ * once something is written to it. So while an answer is pending on a half-closed connection, it is sent
+ * `102 Processing` (an interim answer every HTTP/1.1 client skips) every PROBE_EVERY_MS: a client that
+ * closed answers with a reset, the connection closes, and the caller's signal aborts.
+ * `httpAllowHalfOpen` is node:http's own switch (kept for userland servers, undocumented); Node is pinned
+ * in .nvmrc, and test/ops/half-close.test.ts fails should an upgrade drop it.
  */
 export function answerHalfClosedRequests (server: Server): void {
   (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true
+  const pending = new WeakMap<Socket, Set<ServerResponse>>()
+  server.on('connection', (socket: Socket) => {
+    socket.once('end', () => { probeWhilePending(socket, pending) })
+  })
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    // HTTP/1.0 clients may not be sent a 1xx answer.
+    if (request.httpVersion !== '1.1') return
+    const answers = pending.get(request.socket) ?? new Set()
+    pending.set(request.socket, answers)
+    answers.add(response)
+    response.once('close', () => answers.delete(response))
+  })
+}
+
+function probeWhilePending (socket: Socket, pending: WeakMap<Socket, Set<ServerResponse>>): void {
+  const waiting = (): ServerResponse[] => [...pending.get(socket) ?? []].filter((response) => !response.headersSent)
+  const probe = (): void => {
+    const answers = waiting()
+    if (answers.length === 0 || socket.destroyed) {
+      clearInterval(timer)
+      return
+    }
+    answers[0]?.writeProcessing()
+  }
+  const timer = setInterval(probe, PROBE_EVERY_MS).unref()
+  socket.once('close', () => { clearInterval(timer) })
+  probe()
 }
