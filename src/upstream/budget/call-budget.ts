@@ -58,7 +58,8 @@ export class CallBudget {
   #leasing = false
   /** The pending retry, and the highest class waiting when it was set (a higher one asks at once). */
   #retry: { cancel: () => void, for: Priority } | undefined
-  #reported: number | undefined
+  /** The rate last reported, to report it when it changes. */
+  #reported: Pick<BudgetRate, 'rps' | 'scope'> | undefined
 
   constructor (options: CallBudgetOptions) {
     this.#source = options.source
@@ -89,6 +90,8 @@ export class CallBudget {
         : this.#schedule(rules.maxWaitMs, () => { leave(); reject(this.#dropped(priority, 'waited_too_long')) })
       signal.addEventListener('abort', abort, { once: true })
       queue.push(waiter)
+      // A retry pending says the budget is short already.
+      if (this.#retry !== undefined) this.#defer(waiter)
       this.#pump()
     })
     this.#let(priority)
@@ -163,13 +166,13 @@ export class CallBudget {
   }
 
   #markDeferred (): void {
-    for (const queue of this.#queues.values()) {
-      for (const waiter of queue) {
-        if (waiter.deferred === true) continue
-        waiter.deferred = true
-        this.#telemetry.budgetDeferred(waiter.priority)
-      }
-    }
+    for (const queue of this.#queues.values()) for (const waiter of queue) this.#defer(waiter)
+  }
+
+  #defer (waiter: Waiter): void {
+    if (waiter.deferred === true) return
+    waiter.deferred = true
+    this.#telemetry.budgetDeferred(waiter.priority)
   }
 
   #cancelRetry (): void {
@@ -192,8 +195,8 @@ export class CallBudget {
 
   #reportRate (): void {
     const { rps, scope } = this.rate()
-    if (rps === this.#reported) return
-    this.#reported = rps
+    if (rps === this.#reported?.rps && scope === this.#reported.scope) return
+    this.#reported = { rps, scope }
     this.#telemetry.budgetRate(rps, scope)
   }
 
