@@ -4,3 +4,12 @@ export type Resource = typeof RESOURCES[number]
 
 /** How an answer was made, as `X-Cache` names it. */
 export type CacheState = 'HIT' | 'MISS' | 'STALE' | 'BYPASS'
+
+/** Why a load asks the upstream, highest first: when the fleet's upstream budget is short, a class waits behind every class above it. */
+export const PRIORITIES = ['caller', 'awaited-revalidation', 'background', 'refresh-ahead'] as const
+
+/**
+ * `caller`: a caller waiting with nothing to serve; `awaited-revalidation`: a revalidation a caller waits on;
+ * `background`: a stale-while-revalidate refresh; `refresh-ahead`: a hot entry refreshed before it goes stale.
+ */
+export type Priority = typeof PRIORITIES[number]

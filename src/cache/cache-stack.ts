@@ -1,5 +1,5 @@
 import type { LoadBudget } from '../load-budget.ts'
-import type { CacheState, Resource } from '../resources.ts'
+import type { CacheState, Priority, Resource } from '../resources.ts'
 import type { RedisBus } from '../redis/bus.ts'
 import type { Claim } from '../redis/owner-lock.ts'
 import type { Telemetry } from '../telemetry/telemetry.ts'
@@ -17,6 +17,12 @@ export interface Served {
   /** When the cache decided: what is left of freshness, and the entry's age, count from here. */
   at: number
 }
+
+/** Loads an entry; `signal` aborts when nobody waits for it any more, `priority` says who waits (for the fleet's upstream budget). */
+export type Load = (signal: AbortSignal, priority: Priority) => Promise<CacheEntry>
+
+/** A load's priority, from why it started: a caller with nothing to serve waits on a miss or a bypass, nobody on a revalidation. */
+const PRIORITY_OF: Record<FlightCause, Priority> = { miss: 'caller', bypass: 'caller', revalidation: 'background' }
 
 /** Where a cache failure happened: a background revalidation, or the store (read, write, purge). */
 export type CacheFailure = 'revalidate' | 'store'
@@ -78,7 +84,7 @@ export class CacheStack {
   }
 
   /** `signal` aborts when the caller goes away (absent: a caller that never leaves). */
-  lookup (key: string, resource: Resource, load: StartLoad, signal?: AbortSignal): Served | Promise<Served> {
+  lookup (key: string, resource: Resource, load: Load, signal?: AbortSignal): Served | Promise<Served> {
     const now = this.#now()
     const held = this.#tier.held(key)
     if (held !== undefined && isFresh(held, now)) return this.#reported(resource, { entry: held, state: 'HIT', at: now })
@@ -94,7 +100,7 @@ export class CacheStack {
     this.#tier.clear()
   }
 
-  async #resolve (key: string, resource: Resource, load: StartLoad, signal: AbortSignal | undefined): Promise<Served> {
+  async #resolve (key: string, resource: Resource, load: Load, signal: AbortSignal | undefined): Promise<Served> {
     // A load started because the store had nothing servable answers before the store could tell anything
     // new: a herd's later callers join it at once. (A revalidation's callers are served the stale entry,
     // and a bypass's read the store again, which may be back.)
@@ -110,7 +116,7 @@ export class CacheStack {
     if (cached !== undefined && isFresh(cached, now)) return { entry: cached, state: 'HIT', at: now }
     if (cached !== undefined && isServable(cached, now)) {
       const seen = cached
-      this.#flights.revalidate(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal), (error) => {
+      this.#flights.revalidate(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal, 'revalidation'), (error) => {
         this.#onError(error, key, 'revalidate')
       })
       return { entry: cached, state: 'STALE', at: now }
@@ -120,16 +126,19 @@ export class CacheStack {
 
   /** The key's load in this process, joined or started, as `cause` names it. */
   async #loaded (
-    key: string, resource: Resource, seen: CacheEntry | undefined, load: StartLoad, signal: AbortSignal | undefined, cause: FlightCause
+    key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal | undefined, cause: FlightCause
   ): Promise<Served> {
-    const entry = await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal), cause, signal, () => {
+    const entry = await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal, cause), cause, signal, () => {
       this.#telemetry.coalescedWaiter(resource)
     })
     return { entry, state: cause === 'bypass' ? 'BYPASS' : 'MISS', at: this.#now() }
   }
 
-  async #load (key: string, resource: Resource, seen: CacheEntry | undefined, load: StartLoad, signal: AbortSignal): Promise<CacheEntry> {
-    return await this.#loader.load(key, seen, load, signal, () => { this.#telemetry.coalescedWaiter(resource) })
+  async #load (
+    key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal, cause: FlightCause
+  ): Promise<CacheEntry> {
+    const start: StartLoad = async (loadSignal) => await load(loadSignal, PRIORITY_OF[cause])
+    return await this.#loader.load(key, seen, start, signal, () => { this.#telemetry.coalescedWaiter(resource) })
   }
 
   #reported (resource: Resource, served: Served): Served {

@@ -2,7 +2,7 @@ import pMap from 'p-map'
 import { createEntry, type CacheEntry, type Representation } from '../cache/cache-entry.ts'
 import type { CacheStack, Served } from '../cache/cache-stack.ts'
 import { cacheKey } from '../cache/keys.ts'
-import { RESOURCES, type Resource } from '../resources.ts'
+import { RESOURCES, type Priority, type Resource } from '../resources.ts'
 import type { FreshnessPolicy } from './freshness.ts'
 import type { ProfileField } from '../schemas/profile.ts'
 import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client.ts'
@@ -78,12 +78,15 @@ export class Lookups {
 
   #lookup (kind: Resource, username: string, signal: AbortSignal | undefined): Served | Promise<Served> {
     const { keyPrefix, cache } = this.#options
-    return cache.lookup(cacheKey(keyPrefix, kind, username), kind, async (loadSignal) => await this.#load(kind, username, loadSignal), signal)
+    const load = async (loadSignal: AbortSignal, priority: Priority): Promise<CacheEntry> => await this.#load(kind, username, loadSignal, priority)
+    return cache.lookup(cacheKey(keyPrefix, kind, username), kind, load, signal)
   }
 
-  async #load (kind: Resource, username: string, signal: AbortSignal): Promise<CacheEntry> {
+  async #load (kind: Resource, username: string, signal: AbortSignal, priority: Priority): Promise<CacheEntry> {
     const { upstream, freshness, now } = this.#options
-    const answer: UpstreamAnswer<unknown> = kind === 'profile' ? await upstream.profile(username, signal) : await upstream.timeline(username, signal)
+    const answer: UpstreamAnswer<unknown> = kind === 'profile'
+      ? await upstream.profile(username, signal, priority)
+      : await upstream.timeline(username, signal, priority)
     return answer.found
       ? createEntry(200, JSON.stringify(answer.body), now(), freshness[kind], this.#random)
       : createEntry(404, '', now(), freshness.notFound, this.#random)

@@ -5,6 +5,7 @@ import { RedisDriver } from '../cache/redis-driver.ts'
 import { loadBudget } from '../load-budget.ts'
 import { freshnessPolicy } from '../lookups/freshness.ts'
 import { Lookups } from '../lookups/lookups.ts'
+import { isBudgetDropped } from '../upstream/budget/priorities.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -33,7 +34,9 @@ async function cache (app: FastifyInstance, { now = Date.now }: CachePluginOptio
     now,
     telemetry: app.telemetry,
     onError: (error, key, failure) => {
-      if (failure === 'revalidate') app.log.warn({ err: error, key }, 'background revalidation failed')
+      // A revalidation the fleet's budget had no room for is no failure: the stale entry stays, and is tried again.
+      if (failure === 'revalidate' && isBudgetDropped(error)) app.log.debug({ err: error, key }, 'background revalidation deferred: no upstream budget')
+      else if (failure === 'revalidate') app.log.warn({ err: error, key }, 'background revalidation failed')
       else app.log.debug({ err: error, key }, 'cache store unavailable')
     }
   })

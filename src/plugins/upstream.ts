@@ -12,6 +12,7 @@ import { TokenManager } from '../upstream/token-manager.ts'
 import { RedisTokenStore } from '../upstream/token-store.ts'
 import { RecentLatency } from '../upstream/recent-latency.ts'
 import { UpstreamClient } from '../upstream/upstream-client.ts'
+import { createUpstreamBudget } from '../upstream/budget/upstream-budget.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -28,12 +29,12 @@ interface UpstreamPluginOptions {
 /** The token manager and the upstream client, each origin on its own pool, closed with the app. */
 async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPluginOptions): Promise<void> {
   const { config, redisLayer, telemetry } = app
-  const budget = loadBudget(config)
+  const limits = loadBudget(config)
   const base = new URL(config.UPSTREAM_BASE_URL)
   const auth = new URL(config.AUTH_URL)
-  const upstreamPool = originPool(base.origin, budget.callerMs, config.UPSTREAM_MAX_CONCURRENCY)
+  const upstreamPool = originPool(base.origin, limits.callerMs, config.UPSTREAM_MAX_CONCURRENCY)
   // Its own pool even on the same origin: an exchange never waits behind data calls for a connection.
-  const authPool = originPool(auth.origin, budget.exchangeMs, 2)
+  const authPool = originPool(auth.origin, limits.exchangeMs, 2)
 
   const prefix = config.CACHE_KEY_PREFIX
   const tokenLog = app.log.child({ component: 'token-manager' })
@@ -45,7 +46,7 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
       clientSecret: config.CLIENT_SECRET,
       audience: config.AUDIENCE ?? config.UPSTREAM_BASE_URL,
       defaultTtlSeconds: config.TOKEN_DEFAULT_TTL_SECONDS,
-      timeoutMs: budget.exchangeMs
+      timeoutMs: limits.exchangeMs
     }),
     ...(redisLayer !== undefined && {
       store: new RedisTokenStore({
@@ -59,7 +60,7 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
     }),
     telemetry,
     log: tokenLog,
-    lockWaitMs: budget.exchangeWaitMs,
+    lockWaitMs: limits.exchangeWaitMs,
     now
   })
 
@@ -69,7 +70,7 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
     basePath: trimSlash(base.pathname),
     tokens,
     authScheme: config.AUTH_SCHEME,
-    callerMs: budget.callerMs,
+    callerMs: limits.callerMs,
     limiter: new ConcurrencyLimiter({ concurrency: config.UPSTREAM_MAX_CONCURRENCY }),
     latency: new RecentLatency(),
     breaker: new CircuitBreaker({ telemetry, now }),
@@ -84,6 +85,13 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
       }),
       telemetry,
       now
+    }),
+    budget: createUpstreamBudget({
+      config,
+      ...(redisLayer !== undefined && { redis: redisLayer }),
+      now,
+      telemetry,
+      onError: (err) => clientLog.debug({ err }, 'fleet upstream budget unavailable; keeping to this instance\'s share')
     }),
     telemetry,
     log: clientLog,

@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
-import type { CacheState, Resource } from '../resources.ts'
-import type { BreakerState, Telemetry, UpstreamOutcome } from './telemetry.ts'
+import type { CacheState, Priority, Resource } from '../resources.ts'
+import { budgetMetrics } from './budget-metrics.ts'
+import type { BreakerState, BudgetScope, BudgetTelemetry, DropReason, Telemetry, UpstreamOutcome } from './telemetry.ts'
 
 /** What one answered request looked like, as the request metrics label it. */
 export interface RequestObservation {
@@ -51,6 +52,7 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #breakerState: Gauge<'state'>
   readonly #breakerOpenings: Counter
   readonly #redisUp: Gauge
+  readonly #budget: BudgetTelemetry = budgetMetrics(this.#registry)
   // The states last reported, to count transitions (a repeated report is not a new window).
   #inBackoff = false
   #breaker: BreakerState | undefined
@@ -172,6 +174,22 @@ export class PrometheusTelemetry implements Telemetry {
   /** Redis's health, as the Redis layer reports it (never called without REDIS_URL: no sample then). */
   redis (up: boolean): void {
     this.#redisState = up
+  }
+
+  budgetCall (priority: Priority): void {
+    this.#budget.budgetCall(priority)
+  }
+
+  budgetDeferred (priority: Priority): void {
+    this.#budget.budgetDeferred(priority)
+  }
+
+  budgetDropped (priority: Priority, reason: DropReason | 'deadline'): void {
+    this.#budget.budgetDropped(priority, reason)
+  }
+
+  budgetRate (rps: number, scope: BudgetScope): void {
+    this.#budget.budgetRate(rps, scope)
   }
 
   observeRequest ({ method, route, status, seconds }: RequestObservation): void {

@@ -1,8 +1,9 @@
 import { isCancellation } from '../cancellation.ts'
 import {
-  UPSTREAM_AUTH_FAILED, UPSTREAM_ERROR, UPSTREAM_INVALID_RESPONSE, UPSTREAM_OVERLOADED, UPSTREAM_RATE_LIMITED, UPSTREAM_TIMEOUT, withRetryAfter
+  UPSTREAM_AUTH_FAILED, UPSTREAM_BUDGET_EXHAUSTED, UPSTREAM_ERROR, UPSTREAM_INVALID_RESPONSE, UPSTREAM_OVERLOADED, UPSTREAM_RATE_LIMITED, UPSTREAM_TIMEOUT, withRetryAfter
 } from '../errors.ts'
 import type { UpstreamOutcome } from '../telemetry/telemetry.ts'
+import { isBudgetDropped } from './budget/priorities.ts'
 import { isConnectionError, isTimeout, isTooLarge } from './transport-errors.ts'
 
 /** What an interceptor or the client found, before it is the contract's error (see `contractError`). */
@@ -48,6 +49,7 @@ const FACT_OUTCOMES: Record<EdgeFact['kind'], UpstreamOutcome> = {
 export function outcomeOf (error: unknown, signal: AbortSignal | undefined): UpstreamOutcome {
   if (signal?.aborted === true && isCancellation(signal.reason)) return 'cancelled'
   if (error instanceof EdgeFailure) return FACT_OUTCOMES[error.fact.kind]
+  if (isBudgetRefusal(error)) return 'short_circuited'
   if (isTimeout(error)) return 'timeout'
   if (isTooLarge(error) || error instanceof SyntaxError) return 'invalid'
   if (error instanceof UPSTREAM_AUTH_FAILED) return 'auth_refused'
@@ -68,7 +70,7 @@ export function upstreamFailed (outcome: UpstreamOutcome, elapsedMs: number, cal
 export function contractError (error: unknown, signal: AbortSignal | undefined, callerMs: number): Error {
   if (signal?.aborted === true && isCancellation(signal.reason)) return signal.reason as Error
   if (error instanceof EdgeFailure) return factError(error.fact, callerMs)
-  if (error instanceof UPSTREAM_AUTH_FAILED) return error
+  if (error instanceof UPSTREAM_AUTH_FAILED || isBudgetRefusal(error)) return error
   if (isTimeout(error)) return new UPSTREAM_TIMEOUT(callerMs, { cause: error })
   if (isConnectionError(error)) return new UPSTREAM_ERROR('it could not be reached', { cause: error })
   if (isTooLarge(error) || error instanceof SyntaxError) return new UPSTREAM_INVALID_RESPONSE({ cause: error })
@@ -104,4 +106,9 @@ function rateLimited (after: number): Error {
 /** Whole seconds, at least one: what a caller is told to wait. */
 function seconds (ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000))
+}
+
+/** Refused unsent by the fleet's budget: a caller at its deadline (already the contract's error), or background work dropped. */
+function isBudgetRefusal (error: unknown): error is Error {
+  return error instanceof UPSTREAM_BUDGET_EXHAUSTED || isBudgetDropped(error)
 }

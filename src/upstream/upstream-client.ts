@@ -1,13 +1,16 @@
 import { interceptors, type Dispatcher } from 'undici'
 import { readUpstreamProfile, readUpstreamTimeline, type ProfileResponse, type TimelineResponse } from '../schemas/profile.ts'
-import type { Resource } from '../resources.ts'
+import type { Priority, Resource } from '../resources.ts'
 import type { BreakerState, Telemetry, UpstreamOutcome } from '../telemetry/telemetry.ts'
 import type { BackoffWindow } from './backoff-window.ts'
+import type { BudgetRate } from './budget/fleet-source.ts'
+import type { UpstreamBudget } from './budget/upstream-budget.ts'
 import type { CircuitBreaker } from './circuit-breaker.ts'
 import type { ConcurrencyLimiter } from './concurrency-limiter.ts'
 import { contractError, EdgeFailure, outcomeOf } from './edge-errors.ts'
 import { backoff } from './interceptors/backoff.ts'
 import { breaker } from './interceptors/breaker.ts'
+import { budget } from './interceptors/budget.ts'
 import { concurrency } from './interceptors/concurrency.ts'
 import { deadline } from './interceptors/deadline.ts'
 import type { EdgeCall, EdgeOptions } from './interceptors/edge-call.ts'
@@ -31,6 +34,8 @@ export interface UpstreamClientOptions extends TokenOptions {
   latency: RecentLatency
   breaker: CircuitBreaker
   backoff: BackoffWindow
+  /** The fleet's upstream budget (UPSTREAM_MAX_RPS): every call passes it before it queues for a slot. */
+  budget: UpstreamBudget
   telemetry: Pick<Telemetry, 'upstreamCall'>
   log: UpstreamLog
   now: () => number
@@ -47,8 +52,8 @@ const retryOnceAfterConnectionError = interceptors.retry({
 
 /**
  * One typed method per upstream resource, over the origin's pool composed with the edge's interceptors (outermost
- * first): the caller's deadline, the circuit breaker, the slots and their queue, the back-off window, the token and
- * its one retry after a 401, then the connection retry. Whatever ends a call becomes the contract's error in one
+ * first): the caller's deadline, the circuit breaker, the fleet's budget, the slots and their queue, the back-off
+ * window, the token and its one retry after a 401, then the connection retry. Whatever ends a call becomes the contract's error in one
  * place (edge-errors.ts), and is reported here once.
  */
 export class UpstreamClient {
@@ -63,8 +68,9 @@ export class UpstreamClient {
       retryOnceAfterConnectionError,
       sent({ now }),
       token(options),
-      backoff({ window: options.backoff, now }),
+      backoff({ window: options.backoff, budget: options.budget, now }),
       concurrency({ limiter: options.limiter, latency: options.latency, callerMs, now }),
+      budget({ budget: options.budget, latency: options.latency, now }),
       breaker({ breaker: options.breaker, callerMs, now }),
       deadline({ callerMs, now })
     )
@@ -78,17 +84,24 @@ export class UpstreamClient {
     return this.#options.backoff.remainingMs
   }
 
-  /** `signal` aborts the call when nobody waits for its answer any more. */
-  async profile (username: string, signal?: AbortSignal): Promise<UpstreamAnswer<ProfileResponse>> {
-    return await this.#get('profile', `/profile/${encodeURIComponent(username)}`, readUpstreamProfile, signal)
+  /** The fleet's effective budget now (halved after a 429, recovering); undefined when unlimited. */
+  get budgetRate (): BudgetRate | undefined {
+    return this.#options.budget.rate()
   }
 
-  async timeline (username: string, signal?: AbortSignal): Promise<UpstreamAnswer<TimelineResponse>> {
-    return await this.#get('timeline', `/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline, signal)
+  /** `signal` aborts the call when nobody waits for its answer any more; `priority` is why it is made. */
+  async profile (username: string, signal?: AbortSignal, priority: Priority = 'caller'): Promise<UpstreamAnswer<ProfileResponse>> {
+    return await this.#get('profile', `/profile/${encodeURIComponent(username)}`, readUpstreamProfile, signal, priority)
   }
 
-  async #get<T> (resource: Resource, path: string, read: (body: unknown) => T | undefined, signal: AbortSignal | undefined): Promise<UpstreamAnswer<T>> {
-    const call: EdgeCall = { deadlineAt: Infinity }
+  async timeline (username: string, signal?: AbortSignal, priority: Priority = 'caller'): Promise<UpstreamAnswer<TimelineResponse>> {
+    return await this.#get('timeline', `/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline, signal, priority)
+  }
+
+  async #get<T> (
+    resource: Resource, path: string, read: (body: unknown) => T | undefined, signal: AbortSignal | undefined, priority: Priority
+  ): Promise<UpstreamAnswer<T>> {
+    const call: EdgeCall = { priority, deadlineAt: Infinity }
     try {
       const answer = await this.#answer(path, read, call, signal)
       this.#report(resource, call, answer.found ? 'ok' : 'not_found')

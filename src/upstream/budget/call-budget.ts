@@ -1,7 +1,9 @@
 import { isDeadline } from '../../cancellation.ts'
 import { UPSTREAM_BUDGET_EXHAUSTED, withRetryAfter } from '../../errors.ts'
 import type { BudgetRate, FleetSource, Grant } from './fleet-source.ts'
-import { BudgetDropped, noBudgetTelemetry, PRIORITIES, RULES, type BudgetTelemetry, type Priority } from './priorities.ts'
+import { PRIORITIES, type Priority } from '../../resources.ts'
+import { noTelemetry, type BudgetTelemetry } from '../../telemetry/telemetry.ts'
+import { BudgetDropped, RULES } from './priorities.ts'
 
 /** Runs `run` in `ms` (the app's timers; tests move a clock instead); returns its cancellation. */
 export type Schedule = (ms: number, run: () => void) => () => void
@@ -66,7 +68,7 @@ export class CallBudget {
     this.#now = options.now
     this.#schedule = options.schedule ?? realTimers
     this.#random = options.random ?? Math.random
-    this.#telemetry = options.telemetry ?? noBudgetTelemetry
+    this.#telemetry = options.telemetry ?? noTelemetry
     this.#onError = options.onError
   }
 

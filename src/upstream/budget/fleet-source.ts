@@ -2,7 +2,7 @@ import type { RedisHealth } from '../../redis/health.ts'
 import type { SharedBudgetBucket } from '../../redis/budget-bucket.ts'
 import { effectiveRps, MAX_HOLD_MS, sliceAt, type BudgetSettings, type Slowdown } from './law.ts'
 import { LocalBucket } from './local-bucket.ts'
-import type { BudgetScope } from './priorities.ts'
+import type { BudgetScope } from '../../telemetry/telemetry.ts'
 
 /** Calls granted to this instance. */
 export interface Grant {

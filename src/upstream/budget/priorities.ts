@@ -1,11 +1,5 @@
-/** Why a call asks for budget, highest first: when budget is short, a class waits behind every class above it. */
-export const PRIORITIES = ['caller', 'awaited-revalidation', 'background', 'refresh-ahead'] as const
-
-/**
- * `caller`: a caller waiting with nothing to serve; `awaited-revalidation`: a revalidation a caller waits on;
- * `background`: a stale-while-revalidate refresh; `refresh-ahead`: a hot entry refreshed before it goes stale.
- */
-export type Priority = typeof PRIORITIES[number]
+import type { Priority } from '../../resources.ts'
+import type { DropReason } from '../../telemetry/telemetry.ts'
 
 export interface ClassRules {
   /** Whether a caller hears of a refusal (then as UPSTREAM_BUDGET_EXHAUSTED at its deadline). */
@@ -29,8 +23,6 @@ export const RULES: Readonly<Record<Priority, ClassRules>> = {
   'refresh-ahead': { callerFacing: false, maxQueued: 8, maxWaitMs: 500, reserveShare: 0.5 }
 }
 
-export type DropReason = 'queue_full' | 'waited_too_long'
-
 /** Background work turned away for want of budget: never a caller's error (the entry stays as it is). */
 export class BudgetDropped extends Error {
   override name = 'BudgetDropped'
@@ -47,22 +39,3 @@ export class BudgetDropped extends Error {
 export function isBudgetDropped (error: unknown): error is BudgetDropped {
   return error instanceof BudgetDropped
 }
-
-/** Where the effective rate comes from: the fleet's bucket in Redis, or this instance's share while it cannot be reached. */
-export type BudgetScope = 'fleet' | 'instance'
-
-/** What the gate reports, for metrics (the lead wires it to prom-client). */
-export interface BudgetTelemetry {
-  /** A call let through to the upstream. */
-  budgetCall: (priority: Priority) => void
-  /** A call that found no budget at once and waited for it. */
-  budgetDeferred: (priority: Priority) => void
-  /** Background work dropped, or a caller refused at its deadline (`deadline`). */
-  budgetDropped: (priority: Priority, reason: DropReason | 'deadline') => void
-  /** The effective rate when it changes. */
-  budgetRate: (rps: number, scope: BudgetScope) => void
-}
-
-const ignore = (): void => {}
-
-export const noBudgetTelemetry: BudgetTelemetry = { budgetCall: ignore, budgetDeferred: ignore, budgetDropped: ignore, budgetRate: ignore }

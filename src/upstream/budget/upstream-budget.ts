@@ -4,7 +4,8 @@ import type { RedisLayer } from '../../redis/layer.ts'
 import { CallBudget, type Schedule } from './call-budget.ts'
 import { FleetSource, type BudgetRate } from './fleet-source.ts'
 import { budgetSettings, FLOOR_SHARE, HALVING_COOLDOWN_MS, RECOVERY_PER_SECOND, stateTtlMs, type BudgetSettings } from './law.ts'
-import { noBudgetTelemetry, type BudgetTelemetry, type Priority } from './priorities.ts'
+import type { Priority } from '../../resources.ts'
+import { noTelemetry, type BudgetTelemetry } from '../../telemetry/telemetry.ts'
 
 /** The gate an upstream call passes before it is sent (see CallBudget), and what the edge tells it of a 429. */
 export interface UpstreamBudget {
@@ -27,7 +28,7 @@ export interface UpstreamBudgetOptions {
 
 /** The deployment's budget of `config`: a gate on the fleet's bucket, or, with UPSTREAM_MAX_RPS=0, one that only counts. */
 export function createUpstreamBudget (options: UpstreamBudgetOptions): UpstreamBudget {
-  const { config, redis, now, telemetry = noBudgetTelemetry, onError } = options
+  const { config, redis, now, telemetry = noTelemetry, onError } = options
   const settings = budgetSettings(config)
   if (settings === undefined) return unlimited(telemetry)
   const source = new FleetSource({

@@ -1,6 +1,7 @@
 import type { Dispatcher } from 'undici'
 import { EdgeFailure } from '../edge-errors.ts'
 import type { BackoffWindow } from '../backoff-window.ts'
+import type { UpstreamBudget } from '../budget/upstream-budget.ts'
 import { fail, Forward, type Controller, type Headers, type Interceptor } from './edge-call.ts'
 
 /** Upper bound for a Retry-After we honour, so a bogus header cannot silence us for days. */
@@ -9,39 +10,39 @@ const DEFAULT_RETRY_AFTER_SECONDS = 5
 
 export interface BackoffOptions {
   window: BackoffWindow
+  /** Halved by a 429, fleet-wide. */
+  budget: Pick<UpstreamBudget, 'slowDown'>
   now: () => number
 }
 
 /**
  * Honours the upstream's "slow down": inside the queue, so that a call is checked against the window (the shared
  * one included) when its slot comes, right before it would be sent. A 429, or a 503 with Retry-After, opens the
- * window for every instance and ends the call as `rate_limited`, its body read and dropped.
+ * window for every instance, halves the fleet's budget, and ends the call as `rate_limited`, its body read and dropped.
  */
-export function backoff ({ window, now }: BackoffOptions): Interceptor {
+export function backoff (options: BackoffOptions): Interceptor {
   return (dispatch) => (opts, handler) => {
-    window.check().then((remainingMs) => {
+    options.window.check().then((remainingMs) => {
       if (remainingMs > 0) fail(handler, new EdgeFailure({ kind: 'backoff', retryInMs: remainingMs }))
-      else dispatch(opts, new SlowDown(handler, window, now))
+      else dispatch(opts, new SlowDown(handler, options))
     }, (error: unknown) => { fail(handler, error) })
     return true
   }
 }
 
 class SlowDown extends Forward {
-  readonly #window: BackoffWindow
-  readonly #now: () => number
+  readonly #options: BackoffOptions
   /** Set while the answer is a request to slow down: its body is dropped. */
   #seconds: number | undefined
 
-  constructor (handler: Dispatcher.DispatchHandler, window: BackoffWindow, now: () => number) {
+  constructor (handler: Dispatcher.DispatchHandler, options: BackoffOptions) {
     super(handler)
-    this.#window = window
-    this.#now = now
+    this.#options = options
   }
 
   override onResponseStart (controller: Controller, statusCode: number, headers: Headers, statusMessage?: string): void {
     const retryAfter = headers['retry-after']
-    if (statusCode === 429 || (statusCode === 503 && retryAfter !== undefined)) this.#seconds = retryAfterSeconds(retryAfter, this.#now())
+    if (statusCode === 429 || (statusCode === 503 && retryAfter !== undefined)) this.#seconds = retryAfterSeconds(retryAfter, this.#options.now())
     else super.onResponseStart(controller, statusCode, headers, statusMessage)
   }
 
@@ -52,9 +53,9 @@ class SlowDown extends Forward {
   override onResponseEnd (controller: Controller, trailers: Headers): void {
     const seconds = this.#seconds
     if (seconds === undefined) return super.onResponseEnd(controller, trailers)
-    // The window is open (for the other instances too) before the caller hears of it.
+    // The window is open and the budget halved (for the other instances too) before the caller hears of it.
     const end = (): void => { super.onResponseError(controller, new EdgeFailure({ kind: 'rate_limited', seconds })) }
-    this.#window.open(seconds * 1000).then(end, end)
+    Promise.all([this.#options.window.open(seconds * 1000), this.#options.budget.slowDown(seconds * 1000)]).then(end, end)
   }
 }
 

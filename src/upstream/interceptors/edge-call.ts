@@ -1,10 +1,12 @@
 import type { Dispatcher } from 'undici'
+import type { Priority } from '../../resources.ts'
 
 export type Headers = Record<string, string | string[] | undefined>
 export type Controller = Dispatcher.DispatchController
 
-/** One upstream call as the interceptors see it: when it must end (app clock), and when it left for the wire. */
+/** One upstream call as the interceptors see it: why it is made, when it must end (app clock), and when it left for the wire. */
 export interface EdgeCall {
+  priority: Priority
   deadlineAt: number
   sentAt?: number
 }

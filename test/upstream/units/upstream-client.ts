@@ -7,9 +7,16 @@ import { TokenEndpoint } from '../../../src/upstream/token-endpoint.ts'
 import { TokenManager } from '../../../src/upstream/token-manager.ts'
 import { RecentLatency } from '../../../src/upstream/recent-latency.ts'
 import { UpstreamClient } from '../../../src/upstream/upstream-client.ts'
+import { createUpstreamBudget } from '../../../src/upstream/budget/upstream-budget.ts'
+import { loadConfig } from '../../../src/config.ts'
 import { nobodyWaits } from '../../../src/cancellation.ts'
 import { profileOf } from '../../../dev/profiles.ts'
 import { Clock, eventually, recordingLog, recordingTelemetry, simulator, type TestContext } from '../../helper.ts'
+
+/** The configuration the fleet's budget reads: UPSTREAM_MAX_RPS and its siblings. */
+function budgetConfig (upstream: string, maxRps: string) {
+  return loadConfig({ UPSTREAM_BASE_URL: upstream, AUTH_URL: upstream, CLIENT_ID: 'c', CLIENT_SECRET: 's', UPSTREAM_MAX_RPS: maxRps })
+}
 
 // The client as a class, with its collaborators in reach: a real simulator, a clock moved by hand.
 async function client (t: TestContext) {
@@ -43,6 +50,7 @@ async function client (t: TestContext) {
     latency: new RecentLatency(),
     breaker: new CircuitBreaker({ failureThreshold: 2, openMs: 10_000, telemetry, now: clock.now }),
     backoff: new BackoffWindow({ telemetry, now: clock.now }),
+    budget: createUpstreamBudget({ config: budgetConfig(sim.baseUrl, '0'), now: clock.now, telemetry, onError: () => {} }),
     telemetry,
     log,
     now: clock.now

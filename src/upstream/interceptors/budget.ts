@@ -1,0 +1,28 @@
+import type { RecentLatency } from '../recent-latency.ts'
+import type { UpstreamBudget } from '../budget/upstream-budget.ts'
+import { callOf, fail, signalOf, type Interceptor } from './edge-call.ts'
+
+export interface BudgetOptions {
+  budget: Pick<UpstreamBudget, 'acquire'>
+  latency: Pick<RecentLatency, 'expectedMs'>
+  now: () => number
+}
+
+/**
+ * The fleet's upstream budget, before the slots' queue: classes are ordered before a slot is taken, and no slot
+ * is held while a call waits for budget. A call waits at most until its caller's remaining time could no longer
+ * cover what the upstream has been taking; then a caller is refused (UPSTREAM_BUDGET_EXHAUSTED) and background
+ * work dropped (BudgetDropped), never sent.
+ */
+export function budget ({ budget: gate, latency, now }: BudgetOptions): Interceptor {
+  return (dispatch) => (opts, handler) => {
+    const call = callOf(opts)
+    const lastChance = AbortSignal.timeout(Math.max(0, call.deadlineAt - latency.expectedMs - now()))
+    const signal = signalOf(opts)
+    gate.acquire(call.priority, signal === undefined ? lastChance : AbortSignal.any([signal, lastChance])).then(
+      () => dispatch(opts, handler),
+      (error: unknown) => { fail(handler, error) }
+    )
+    return true
+  }
+}

@@ -1,0 +1,51 @@
+import t from 'tap'
+import { Clock, metric, parseMetrics, stack } from '../helper.ts'
+
+// The fleet's upstream budget, wired into the app (issue 25): callers with nothing to serve are refused at their
+// deadline rather than sent past the budget; a caller with a stale entry is served at once; an upstream 429 halves it.
+
+const ONE_PER_SECOND = { UPSTREAM_MAX_RPS: '1', UPSTREAM_BURST: '1', UPSTREAM_TIMEOUT_MS: '400' }
+
+t.test('past the budget, callers with nothing to serve get 503 UPSTREAM_BUDGET_EXHAUSTED with Retry-After, and the upstream sees none of them', async (t) => {
+  const { app, sim } = await stack(t, { env: ONE_PER_SECOND })
+  await app.tokens.getToken()
+  const answers = await Promise.all(['a', 'b', 'c'].map(async (name) => await app.inject(`/profile/budget-${name}`)))
+  const refused = answers.filter((answer) => answer.statusCode === 503)
+  t.equal(answers.filter((answer) => answer.statusCode === 200).length, 1, 'the burst of one goes through')
+  t.equal(refused.length, 2)
+  for (const answer of refused) {
+    t.equal(answer.json().code, 'UPSTREAM_BUDGET_EXHAUSTED')
+    t.ok(Number(answer.headers['retry-after']) >= 1, 'told when to come back')
+  }
+  t.equal(sim.stats.dataCalls, 1, 'one call reached the upstream')
+  const metrics = parseMetrics((await app.inject('/metrics')).body)
+  t.equal(metric(metrics, 'pbff_upstream_budget_dropped_total', { priority: 'caller', reason: 'deadline' }), 2)
+  t.equal(metric(metrics, 'pbff_upstream_budget_calls_total', { priority: 'caller' }), 1)
+})
+
+t.test('a caller with a stale entry gets it at once, whatever the budget', async (t) => {
+  const clock = new Clock()
+  const { app } = await stack(t, { env: ONE_PER_SECOND, now: clock.now })
+  t.equal((await app.inject('/profile/stale-one')).statusCode, 200)
+  clock.advance(301_000)
+  const cold = app.inject('/profile/someone-else')
+  const stale = await app.inject('/profile/stale-one')
+  t.equal(stale.statusCode, 200)
+  t.equal(stale.headers['x-cache'], 'STALE')
+  await cold
+})
+
+t.test('an upstream 429 halves the budget, which /readyz and the metrics report', async (t) => {
+  const { app, sim } = await stack(t, { env: { UPSTREAM_MAX_RPS: '20' } })
+  t.equal((await app.inject('/readyz')).json().upstreamBudgetRps, 20)
+  sim.failNext({ kind: 'status', status: 429, retryAfter: '1' })
+  t.equal((await app.inject('/profile/throttled')).json().code, 'UPSTREAM_RATE_LIMITED')
+  t.equal((await app.inject('/readyz')).json().upstreamBudgetRps, 10, 'halved for the fleet')
+  const metrics = parseMetrics((await app.inject('/metrics')).body)
+  t.equal(metric(metrics, 'pbff_upstream_budget_rps', { scope: 'instance' }), 10)
+})
+
+t.test('without UPSTREAM_MAX_RPS the budget is unlimited: /readyz names none', async (t) => {
+  const { app } = await stack(t)
+  t.notOk('upstreamBudgetRps' in (await app.inject('/readyz')).json())
+})
