@@ -1,14 +1,14 @@
-import { ProfileBffError, type ErrorCode } from './errors.ts'
+import { ProfileBffError, type DataOperation, type ErrorCode } from './errors.ts'
 import type { operations } from './openapi.ts'
 
-type Body<O extends keyof operations> = operations[O]['responses'][200]['content']['application/json']
+type Body<O extends DataOperation> = operations[O]['responses'][200]['content']['application/json']
 
 export type ProfileBody = Body<'getProfile'>
 export type ProfileUser = ProfileBody['user']
 export type TimelineBody = Body<'getTimeline'>
 export type FieldBody = Body<'getField'>
 export type BatchBody = Body<'getProfiles'>
-/** A `query` value of the field route (also a `fields` value of the batch). */
+/** A `query` value of the field route (also a `fields` value of the batch): one of the ten fields, in any case. */
 export type FieldQuery = operations['getField']['parameters']['query']['query']
 export type CacheState = NonNullable<operations['getProfile']['responses'][200]['headers']['x-cache']>
 

@@ -1,6 +1,8 @@
 import type { operations } from './openapi.ts'
 
-type Operation = keyof operations
+/** The operations this client calls: the data routes (the operational and admin ones are for operators). */
+export type DataOperation = 'getProfile' | 'getTimeline' | 'getField' | 'getProfiles'
+type Operation = DataOperation & keyof operations
 type Responses<O extends Operation> = operations[O]['responses']
 type ErrorBodyOf<O extends Operation> = {
   [S in keyof Responses<O>]: S extends 200 | 304 ? never

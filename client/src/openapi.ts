@@ -8,27 +8,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics (text exposition format) */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Prometheus text format 0.0.4 */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "text/plain": string;
-                    };
-                };
-            };
-        };
+        /**
+         * Prometheus metrics (text exposition format)
+         * @description This instance's counters and histograms (requests, cache, upstream, Redis) and Node's process metrics, for Prometheus to scrape; answered even while load is shed, when they matter most.
+         */
+        get: operations["getMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -44,30 +28,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness: 200 while the process runs */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /** @enum {string} */
-                            status: "ok";
-                        };
-                    };
-                };
-            };
-        };
+        /**
+         * Liveness: 200 while the process runs
+         * @description For an orchestrator's liveness probe: answers as long as the process can answer at all, even while load is shed.
+         */
+        get: operations["getLiveness"];
         put?: never;
         post?: never;
         delete?: never;
@@ -83,82 +48,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: 200 while the instance can serve (ready or degraded), 503 while it shuts down */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        /**
-                         * @example {
-                         *       "status": "degraded",
-                         *       "redis": "down",
-                         *       "token": "held",
-                         *       "breaker": "closed"
-                         *     }
-                         */
-                        "application/json": {
-                            /** @description ready: all well; degraded: still serving (see the other fields); unavailable: shutting down */
-                            status: "ready" | "degraded" | "unavailable";
-                            /** @description the shared cache (not_configured: REDIS_URL unset, in-process cache) */
-                            redis: "up" | "down" | "not_configured";
-                            /** @description the upstream access token (none: not needed yet) */
-                            token: "none" | "held" | "renewing" | "failing";
-                            /** @description the upstream circuit breaker */
-                            breaker: "closed" | "open" | "half_open";
-                        };
-                    };
-                };
-                /** @description `SHUTTING_DOWN`, with the state; or `SERVICE_OVERLOADED` (load shedding) */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        /**
-                         * @example {
-                         *       "statusCode": 503,
-                         *       "code": "SHUTTING_DOWN",
-                         *       "error": "Service Unavailable",
-                         *       "message": "The service is shutting down",
-                         *       "status": "unavailable",
-                         *       "redis": "up",
-                         *       "token": "held",
-                         *       "breaker": "closed"
-                         *     }
-                         */
-                        "application/json": {
-                            /** @example 404 */
-                            statusCode: number;
-                            /** @example PROFILE_NOT_FOUND */
-                            code: string;
-                            /** @example Not Found */
-                            error: string;
-                            /** @example No profile for username ghost */
-                            message: string;
-                            /** @description ready: all well; degraded: still serving (see the other fields); unavailable: shutting down */
-                            status?: "ready" | "degraded" | "unavailable";
-                            /** @description the shared cache (not_configured: REDIS_URL unset, in-process cache) */
-                            redis?: "up" | "down" | "not_configured";
-                            /** @description the upstream access token (none: not needed yet) */
-                            token?: "none" | "held" | "renewing" | "failing";
-                            /** @description the upstream circuit breaker */
-                            breaker?: "closed" | "open" | "half_open";
-                        };
-                    };
-                };
-            };
-        };
+        /**
+         * Readiness: 200 while the instance can serve (ready or degraded), 503 while it shuts down
+         * @description For a load balancer's or orchestrator's readiness probe. `degraded` is still 200: the instance serves what it has cached, and the other fields say what is missing. 503 while it shuts down, or sheds load.
+         */
+        get: operations["getReadiness"];
         put?: never;
         post?: never;
         delete?: never;
@@ -174,7 +68,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A member's whole profile */
+        /**
+         * A member's whole profile
+         * @description The ten fields, as the upstream has them. Served from the cache while fresh; past that, served stale while one call revalidates it, or when the upstream fails. `If-None-Match` with a current `ETag` answers 304.
+         */
         get: operations["getProfile"];
         put?: never;
         post?: never;
@@ -191,7 +88,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A member's timeline posts, newest first */
+        /**
+         * A member's timeline posts, newest first
+         * @description The posts as the upstream has them, cached like the profile (fresher: a timeline changes more often). `If-None-Match` with a current `ETag` answers 304.
+         */
         get: operations["getTimeline"];
         put?: never;
         post?: never;
@@ -245,7 +145,64 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: never;
-    responses: never;
+    responses: {
+        /** @description Not Found: `NOT_FOUND` */
+        NotFound: {
+            headers: {
+                /** @description `public, max-age=<NOT_FOUND_TTL_SECONDS>` */
+                "cache-control"?: string;
+                /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                "x-request-id"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "statusCode": 404,
+                 *       "code": "NOT_FOUND",
+                 *       "error": "Not Found",
+                 *       "message": "Route GET /nowhere not found"
+                 *     }
+                 */
+                "application/json": {
+                    statusCode: number;
+                    /** @enum {string} */
+                    code: "NOT_FOUND";
+                    error: string;
+                    message: string;
+                };
+            };
+        };
+        /** @description Method Not Allowed: `METHOD_NOT_ALLOWED` */
+        MethodNotAllowed: {
+            headers: {
+                /** @description `no-store` */
+                "cache-control"?: "no-store";
+                /** @description the methods the path has, e.g. `GET, HEAD` */
+                allow?: string;
+                /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                "x-request-id"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "statusCode": 405,
+                 *       "code": "METHOD_NOT_ALLOWED",
+                 *       "error": "Method Not Allowed",
+                 *       "message": "Method DELETE is not allowed here; allowed: GET, HEAD"
+                 *     }
+                 */
+                "application/json": {
+                    statusCode: number;
+                    /** @enum {string} */
+                    code: "METHOD_NOT_ALLOWED";
+                    error: string;
+                    message: string;
+                };
+            };
+        };
+    };
     parameters: never;
     requestBodies: never;
     headers: never;
@@ -253,6 +210,700 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Prometheus text format 0.0.4 */
+            200: {
+                headers: {
+                    /** @description `no-store`: the answer describes this moment */
+                    "cache-control"?: "no-store";
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Bad Request: `MALFORMED_REQUEST` */
+            400: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 400,
+                     *       "code": "MALFORMED_REQUEST",
+                     *       "error": "Bad Request",
+                     *       "message": "The request is not valid HTTP/1.1: Invalid header value char"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "MALFORMED_REQUEST";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Request Timeout: `REQUEST_TIMEOUT` */
+            408: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 408,
+                     *       "code": "REQUEST_TIMEOUT",
+                     *       "error": "Request Timeout",
+                     *       "message": "The request did not arrive in time"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 413,
+                     *       "code": "PAYLOAD_TOO_LARGE",
+                     *       "error": "Payload Too Large",
+                     *       "message": "Request body is too large"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "PAYLOAD_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description URI Too Long: `URI_TOO_LONG` */
+            414: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 414,
+                     *       "code": "URI_TOO_LONG",
+                     *       "error": "URI Too Long",
+                     *       "message": "The request line is longer than 8000 octets"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "URI_TOO_LONG";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Expectation Failed: `EXPECTATION_FAILED` */
+            417: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 417,
+                     *       "code": "EXPECTATION_FAILED",
+                     *       "error": "Expectation Failed",
+                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "EXPECTATION_FAILED";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
+            431: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 431,
+                     *       "code": "HEADERS_TOO_LARGE",
+                     *       "error": "Request Header Fields Too Large",
+                     *       "message": "The request's headers are larger than 16 KiB"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "HEADERS_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Internal Server Error: `INTERNAL_ERROR` */
+            500: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 500,
+                     *       "code": "INTERNAL_ERROR",
+                     *       "error": "Internal Server Error",
+                     *       "message": "Internal server error"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getLiveness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        status: "ok";
+                    };
+                };
+            };
+            /** @description Bad Request: `MALFORMED_REQUEST` */
+            400: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 400,
+                     *       "code": "MALFORMED_REQUEST",
+                     *       "error": "Bad Request",
+                     *       "message": "The request is not valid HTTP/1.1: Invalid header value char"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "MALFORMED_REQUEST";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Request Timeout: `REQUEST_TIMEOUT` */
+            408: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 408,
+                     *       "code": "REQUEST_TIMEOUT",
+                     *       "error": "Request Timeout",
+                     *       "message": "The request did not arrive in time"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 413,
+                     *       "code": "PAYLOAD_TOO_LARGE",
+                     *       "error": "Payload Too Large",
+                     *       "message": "Request body is too large"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "PAYLOAD_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description URI Too Long: `URI_TOO_LONG` */
+            414: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 414,
+                     *       "code": "URI_TOO_LONG",
+                     *       "error": "URI Too Long",
+                     *       "message": "The request line is longer than 8000 octets"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "URI_TOO_LONG";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Expectation Failed: `EXPECTATION_FAILED` */
+            417: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 417,
+                     *       "code": "EXPECTATION_FAILED",
+                     *       "error": "Expectation Failed",
+                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "EXPECTATION_FAILED";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
+            431: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 431,
+                     *       "code": "HEADERS_TOO_LARGE",
+                     *       "error": "Request Header Fields Too Large",
+                     *       "message": "The request's headers are larger than 16 KiB"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "HEADERS_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Internal Server Error: `INTERNAL_ERROR` */
+            500: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 500,
+                     *       "code": "INTERNAL_ERROR",
+                     *       "error": "Internal Server Error",
+                     *       "message": "Internal server error"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getReadiness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    /** @description `no-store`: the answer describes this moment */
+                    "cache-control"?: "no-store";
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description ready: all well; degraded: still serving (see the other fields); unavailable: shutting down */
+                        status: "ready" | "degraded" | "unavailable";
+                        /** @description the shared cache (not_configured: REDIS_URL unset, in-process cache) */
+                        redis: "up" | "down" | "not_configured";
+                        /** @description the upstream access token (none: not needed yet; renewing: an exchange under way; failing: no usable token, from the first failed or unanswered exchange until one is held again) */
+                        token: "none" | "held" | "renewing" | "failing";
+                        /** @description the upstream circuit breaker */
+                        breaker: "closed" | "open" | "half_open";
+                        /** @description only while `token` is `failing`: why no usable token can be had */
+                        tokenReason?: string;
+                    };
+                };
+            };
+            /** @description Bad Request: `MALFORMED_REQUEST` */
+            400: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 400,
+                     *       "code": "MALFORMED_REQUEST",
+                     *       "error": "Bad Request",
+                     *       "message": "The request is not valid HTTP/1.1: Invalid header value char"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "MALFORMED_REQUEST";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Request Timeout: `REQUEST_TIMEOUT` */
+            408: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 408,
+                     *       "code": "REQUEST_TIMEOUT",
+                     *       "error": "Request Timeout",
+                     *       "message": "The request did not arrive in time"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 413,
+                     *       "code": "PAYLOAD_TOO_LARGE",
+                     *       "error": "Payload Too Large",
+                     *       "message": "Request body is too large"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "PAYLOAD_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description URI Too Long: `URI_TOO_LONG` */
+            414: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 414,
+                     *       "code": "URI_TOO_LONG",
+                     *       "error": "URI Too Long",
+                     *       "message": "The request line is longer than 8000 octets"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "URI_TOO_LONG";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Expectation Failed: `EXPECTATION_FAILED` */
+            417: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 417,
+                     *       "code": "EXPECTATION_FAILED",
+                     *       "error": "Expectation Failed",
+                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "EXPECTATION_FAILED";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
+            431: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 431,
+                     *       "code": "HEADERS_TOO_LARGE",
+                     *       "error": "Request Header Fields Too Large",
+                     *       "message": "The request's headers are larger than 16 KiB"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "HEADERS_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Internal Server Error: `INTERNAL_ERROR` */
+            500: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 500,
+                     *       "code": "INTERNAL_ERROR",
+                     *       "error": "Internal Server Error",
+                     *       "message": "Internal server error"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "INTERNAL_ERROR";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description `SHUTTING_DOWN`, with the state; or `SERVICE_OVERLOADED` (load shedding) */
+            503: {
+                headers: {
+                    /** @description `no-store`: the answer describes this moment */
+                    "cache-control"?: "no-store";
+                    /** @description seconds to wait before asking again */
+                    "retry-after"?: number;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 503,
+                     *       "code": "SHUTTING_DOWN",
+                     *       "error": "Service Unavailable",
+                     *       "message": "The service is shutting down",
+                     *       "status": "unavailable",
+                     *       "redis": "up",
+                     *       "token": "held",
+                     *       "breaker": "closed"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "SHUTTING_DOWN" | "SERVICE_OVERLOADED";
+                        error: string;
+                        message: string;
+                        /** @description ready: all well; degraded: still serving (see the other fields); unavailable: shutting down */
+                        status?: "ready" | "degraded" | "unavailable";
+                        /** @description the shared cache (not_configured: REDIS_URL unset, in-process cache) */
+                        redis?: "up" | "down" | "not_configured";
+                        /** @description the upstream access token (none: not needed yet; renewing: an exchange under way; failing: no usable token, from the first failed or unanswered exchange until one is held again) */
+                        token?: "none" | "held" | "renewing" | "failing";
+                        /** @description the upstream circuit breaker */
+                        breaker?: "closed" | "open" | "half_open";
+                        /** @description only while `token` is `failing`: why no usable token can be had */
+                        tokenReason?: string;
+                    };
+                };
+            };
+        };
+    };
     getProfile: {
         parameters: {
             query?: never;
@@ -276,14 +927,14 @@ export interface operations {
                 headers: {
                     /** @description how the cache answered (a batch: its least fresh entry) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
-                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
-                    "cache-control"?: string;
-                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
-                    etag?: string;
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
                     /** @description `cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream */
                     "server-timing"?: string;
+                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
+                    "cache-control"?: string;
+                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
+                    etag?: string;
                     /** @description `accept-encoding` when the body is large enough to be sent compressed */
                     vary?: string;
                     /** @description present when the body is compressed */
@@ -334,14 +985,14 @@ export interface operations {
                 headers: {
                     /** @description how the cache answered (a batch: its least fresh entry) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
-                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
-                    "cache-control"?: string;
-                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
-                    etag?: string;
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
                     /** @description `cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream */
                     "server-timing"?: string;
+                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
+                    "cache-control"?: string;
+                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
+                    etag?: string;
                     /** @description `accept-encoding` when the body is large enough to be sent compressed */
                     vary?: string;
                     /** @description present when the body is compressed */
@@ -358,13 +1009,11 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: `INVALID_USERNAME` */
+            /** @description Bad Request: `INVALID_USERNAME`, `BAD_REQUEST`, `MALFORMED_REQUEST` */
             400: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -376,18 +1025,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 400,
-                     *       "code": "INVALID_USERNAME",
-                     *       "error": "Bad Request",
-                     *       "message": "username must be 1 to 128 characters, not \".\" or \"..\", without control characters"
-                     *     }
-                     */
                     "application/json": {
                         statusCode: number;
                         /** @enum {string} */
-                        code: "INVALID_USERNAME";
+                        code: "INVALID_USERNAME" | "BAD_REQUEST" | "MALFORMED_REQUEST";
                         error: string;
                         message: string;
                     };
@@ -398,10 +1039,14 @@ export interface operations {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
+                    /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
+                    age?: number;
+                    /** @description `cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -428,15 +1073,147 @@ export interface operations {
                     };
                 };
             };
+            /** @description Request Timeout: `REQUEST_TIMEOUT` */
+            408: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 408,
+                     *       "code": "REQUEST_TIMEOUT",
+                     *       "error": "Request Timeout",
+                     *       "message": "The request did not arrive in time"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 413,
+                     *       "code": "PAYLOAD_TOO_LARGE",
+                     *       "error": "Payload Too Large",
+                     *       "message": "Request body is too large"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "PAYLOAD_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description URI Too Long: `URI_TOO_LONG` */
+            414: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 414,
+                     *       "code": "URI_TOO_LONG",
+                     *       "error": "URI Too Long",
+                     *       "message": "The request line is longer than 8000 octets"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "URI_TOO_LONG";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Expectation Failed: `EXPECTATION_FAILED` */
+            417: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 417,
+                     *       "code": "EXPECTATION_FAILED",
+                     *       "error": "Expectation Failed",
+                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "EXPECTATION_FAILED";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
             /** @description Too Many Requests: `RATE_LIMITED` */
             429: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description seconds to wait before asking again */
+                    "retry-after"?: number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -463,13 +1240,44 @@ export interface operations {
                     };
                 };
             };
+            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
+            431: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 431,
+                     *       "code": "HEADERS_TOO_LARGE",
+                     *       "error": "Request Header Fields Too Large",
+                     *       "message": "The request's headers are larger than 16 KiB"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "HEADERS_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
             /** @description Internal Server Error: `INTERNAL_ERROR` */
             500: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -503,8 +1311,6 @@ export interface operations {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -525,15 +1331,15 @@ export interface operations {
                     };
                 };
             };
-            /** @description Service Unavailable: `UPSTREAM_RATE_LIMITED`, `UPSTREAM_OVERLOADED`, `SERVICE_OVERLOADED` */
+            /** @description Service Unavailable: `UPSTREAM_RATE_LIMITED`, `UPSTREAM_OVERLOADED`, `UPSTREAM_BUDGET_EXHAUSTED`, `SERVICE_OVERLOADED` */
             503: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description seconds to wait before asking again */
+                    "retry-after"?: number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -546,7 +1352,7 @@ export interface operations {
                     "application/json": {
                         statusCode: number;
                         /** @enum {string} */
-                        code: "UPSTREAM_RATE_LIMITED" | "UPSTREAM_OVERLOADED" | "SERVICE_OVERLOADED";
+                        code: "UPSTREAM_RATE_LIMITED" | "UPSTREAM_OVERLOADED" | "UPSTREAM_BUDGET_EXHAUSTED" | "SERVICE_OVERLOADED";
                         error: string;
                         message: string;
                     };
@@ -557,8 +1363,6 @@ export interface operations {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -612,14 +1416,14 @@ export interface operations {
                 headers: {
                     /** @description how the cache answered (a batch: its least fresh entry) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
-                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
-                    "cache-control"?: string;
-                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
-                    etag?: string;
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
                     /** @description `cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream */
                     "server-timing"?: string;
+                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
+                    "cache-control"?: string;
+                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
+                    etag?: string;
                     /** @description `accept-encoding` when the body is large enough to be sent compressed */
                     vary?: string;
                     /** @description present when the body is compressed */
@@ -650,14 +1454,14 @@ export interface operations {
                 headers: {
                     /** @description how the cache answered (a batch: its least fresh entry) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
-                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
-                    "cache-control"?: string;
-                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
-                    etag?: string;
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
                     /** @description `cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream */
                     "server-timing"?: string;
+                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
+                    "cache-control"?: string;
+                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
+                    etag?: string;
                     /** @description `accept-encoding` when the body is large enough to be sent compressed */
                     vary?: string;
                     /** @description present when the body is compressed */
@@ -674,13 +1478,11 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: `INVALID_USERNAME` */
+            /** @description Bad Request: `INVALID_USERNAME`, `BAD_REQUEST`, `MALFORMED_REQUEST` */
             400: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -692,18 +1494,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 400,
-                     *       "code": "INVALID_USERNAME",
-                     *       "error": "Bad Request",
-                     *       "message": "username must be 1 to 128 characters, not \".\" or \"..\", without control characters"
-                     *     }
-                     */
                     "application/json": {
                         statusCode: number;
                         /** @enum {string} */
-                        code: "INVALID_USERNAME";
+                        code: "INVALID_USERNAME" | "BAD_REQUEST" | "MALFORMED_REQUEST";
                         error: string;
                         message: string;
                     };
@@ -714,10 +1508,14 @@ export interface operations {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
+                    /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
+                    age?: number;
+                    /** @description `cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -744,15 +1542,147 @@ export interface operations {
                     };
                 };
             };
+            /** @description Request Timeout: `REQUEST_TIMEOUT` */
+            408: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 408,
+                     *       "code": "REQUEST_TIMEOUT",
+                     *       "error": "Request Timeout",
+                     *       "message": "The request did not arrive in time"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 413,
+                     *       "code": "PAYLOAD_TOO_LARGE",
+                     *       "error": "Payload Too Large",
+                     *       "message": "Request body is too large"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "PAYLOAD_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description URI Too Long: `URI_TOO_LONG` */
+            414: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 414,
+                     *       "code": "URI_TOO_LONG",
+                     *       "error": "URI Too Long",
+                     *       "message": "The request line is longer than 8000 octets"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "URI_TOO_LONG";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Expectation Failed: `EXPECTATION_FAILED` */
+            417: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 417,
+                     *       "code": "EXPECTATION_FAILED",
+                     *       "error": "Expectation Failed",
+                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "EXPECTATION_FAILED";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
             /** @description Too Many Requests: `RATE_LIMITED` */
             429: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description seconds to wait before asking again */
+                    "retry-after"?: number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -779,13 +1709,44 @@ export interface operations {
                     };
                 };
             };
+            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
+            431: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 431,
+                     *       "code": "HEADERS_TOO_LARGE",
+                     *       "error": "Request Header Fields Too Large",
+                     *       "message": "The request's headers are larger than 16 KiB"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "HEADERS_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
             /** @description Internal Server Error: `INTERNAL_ERROR` */
             500: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -819,8 +1780,6 @@ export interface operations {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -841,15 +1800,15 @@ export interface operations {
                     };
                 };
             };
-            /** @description Service Unavailable: `UPSTREAM_RATE_LIMITED`, `UPSTREAM_OVERLOADED`, `SERVICE_OVERLOADED` */
+            /** @description Service Unavailable: `UPSTREAM_RATE_LIMITED`, `UPSTREAM_OVERLOADED`, `UPSTREAM_BUDGET_EXHAUSTED`, `SERVICE_OVERLOADED` */
             503: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description seconds to wait before asking again */
+                    "retry-after"?: number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -862,7 +1821,7 @@ export interface operations {
                     "application/json": {
                         statusCode: number;
                         /** @enum {string} */
-                        code: "UPSTREAM_RATE_LIMITED" | "UPSTREAM_OVERLOADED" | "SERVICE_OVERLOADED";
+                        code: "UPSTREAM_RATE_LIMITED" | "UPSTREAM_OVERLOADED" | "UPSTREAM_BUDGET_EXHAUSTED" | "SERVICE_OVERLOADED";
                         error: string;
                         message: string;
                     };
@@ -873,8 +1832,6 @@ export interface operations {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -908,8 +1865,8 @@ export interface operations {
     getField: {
         parameters: {
             query: {
-                /** @description the field to return, matched case-insensitively */
-                query: "name" | "age" | "gender" | "location" | "credits" | "rank" | "videos" | "photos" | "joined" | "about";
+                /** @description the field to return, matched case-insensitively: one of `name`, `age`, `gender`, `location`, `credits`, `rank`, `videos`, `photos`, `joined`, `about` */
+                query: string;
             };
             header?: {
                 /** @description the ETag of the version you hold: answered 304 while it is current */
@@ -931,14 +1888,14 @@ export interface operations {
                 headers: {
                     /** @description how the cache answered (a batch: its least fresh entry) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
-                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
-                    "cache-control"?: string;
-                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
-                    etag?: string;
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
                     /** @description `cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream */
                     "server-timing"?: string;
+                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
+                    "cache-control"?: string;
+                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
+                    etag?: string;
                     /** @description `accept-encoding` when the body is large enough to be sent compressed */
                     vary?: string;
                     /** @description present when the body is compressed */
@@ -978,14 +1935,14 @@ export interface operations {
                 headers: {
                     /** @description how the cache answered (a batch: its least fresh entry) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
-                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
-                    "cache-control"?: string;
-                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
-                    etag?: string;
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
                     /** @description `cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream */
                     "server-timing"?: string;
+                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
+                    "cache-control"?: string;
+                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
+                    etag?: string;
                     /** @description `accept-encoding` when the body is large enough to be sent compressed */
                     vary?: string;
                     /** @description present when the body is compressed */
@@ -1002,13 +1959,11 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: `INVALID_USERNAME`, `INVALID_FIELD` */
+            /** @description Bad Request: `INVALID_USERNAME`, `INVALID_FIELD`, `BAD_REQUEST`, `MALFORMED_REQUEST` */
             400: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -1023,7 +1978,7 @@ export interface operations {
                     "application/json": {
                         statusCode: number;
                         /** @enum {string} */
-                        code: "INVALID_USERNAME" | "INVALID_FIELD";
+                        code: "INVALID_USERNAME" | "INVALID_FIELD" | "BAD_REQUEST" | "MALFORMED_REQUEST";
                         error: string;
                         message: string;
                     };
@@ -1034,10 +1989,14 @@ export interface operations {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
+                    /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
+                    age?: number;
+                    /** @description `cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1064,15 +2023,147 @@ export interface operations {
                     };
                 };
             };
+            /** @description Request Timeout: `REQUEST_TIMEOUT` */
+            408: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 408,
+                     *       "code": "REQUEST_TIMEOUT",
+                     *       "error": "Request Timeout",
+                     *       "message": "The request did not arrive in time"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 413,
+                     *       "code": "PAYLOAD_TOO_LARGE",
+                     *       "error": "Payload Too Large",
+                     *       "message": "Request body is too large"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "PAYLOAD_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description URI Too Long: `URI_TOO_LONG` */
+            414: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 414,
+                     *       "code": "URI_TOO_LONG",
+                     *       "error": "URI Too Long",
+                     *       "message": "The request line is longer than 8000 octets"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "URI_TOO_LONG";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Expectation Failed: `EXPECTATION_FAILED` */
+            417: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 417,
+                     *       "code": "EXPECTATION_FAILED",
+                     *       "error": "Expectation Failed",
+                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "EXPECTATION_FAILED";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
             /** @description Too Many Requests: `RATE_LIMITED` */
             429: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description seconds to wait before asking again */
+                    "retry-after"?: number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1099,13 +2190,44 @@ export interface operations {
                     };
                 };
             };
+            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
+            431: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 431,
+                     *       "code": "HEADERS_TOO_LARGE",
+                     *       "error": "Request Header Fields Too Large",
+                     *       "message": "The request's headers are larger than 16 KiB"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "HEADERS_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
             /** @description Internal Server Error: `INTERNAL_ERROR` */
             500: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -1139,8 +2261,6 @@ export interface operations {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -1161,15 +2281,15 @@ export interface operations {
                     };
                 };
             };
-            /** @description Service Unavailable: `UPSTREAM_RATE_LIMITED`, `UPSTREAM_OVERLOADED`, `SERVICE_OVERLOADED` */
+            /** @description Service Unavailable: `UPSTREAM_RATE_LIMITED`, `UPSTREAM_OVERLOADED`, `UPSTREAM_BUDGET_EXHAUSTED`, `SERVICE_OVERLOADED` */
             503: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description seconds to wait before asking again */
+                    "retry-after"?: number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1182,7 +2302,7 @@ export interface operations {
                     "application/json": {
                         statusCode: number;
                         /** @enum {string} */
-                        code: "UPSTREAM_RATE_LIMITED" | "UPSTREAM_OVERLOADED" | "SERVICE_OVERLOADED";
+                        code: "UPSTREAM_RATE_LIMITED" | "UPSTREAM_OVERLOADED" | "UPSTREAM_BUDGET_EXHAUSTED" | "SERVICE_OVERLOADED";
                         error: string;
                         message: string;
                     };
@@ -1193,8 +2313,6 @@ export interface operations {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -1236,8 +2354,14 @@ export interface operations {
                  *     ]
                  */
                 username?: string[];
-                /** @description keep only these keys in each `user`: `query` values of `/user/:username`, case-insensitive, comma-separated (`fields=name,age`) or repeated (`fields=name&fields=age`) */
-                fields?: ("name" | "age" | "gender" | "location" | "credits" | "rank" | "videos" | "photos" | "joined" | "about")[];
+                /**
+                 * @description keep only these keys in each `user`: `query` values of `/user/:username`, case-insensitive, repeated (`fields=name&fields=age`) or comma-separated (`fields=name,age`)
+                 * @example [
+                 *       "name",
+                 *       "Credits"
+                 *     ]
+                 */
+                fields?: string[];
             };
             header?: {
                 /** @description the ETag of a batch answer you hold */
@@ -1253,14 +2377,14 @@ export interface operations {
                 headers: {
                     /** @description how the cache answered (a batch: its least fresh entry) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
-                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
-                    "cache-control"?: string;
-                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
-                    etag?: string;
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
                     /** @description `cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream */
                     "server-timing"?: string;
+                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
+                    "cache-control"?: string;
+                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
+                    etag?: string;
                     /** @description `accept-encoding` when the body is large enough to be sent compressed */
                     vary?: string;
                     /** @description present when the body is compressed */
@@ -1333,7 +2457,7 @@ export interface operations {
                             [key: string]: {
                                 statusCode: number;
                                 /** @enum {string} */
-                                code: "INVALID_USERNAME" | "PROFILE_NOT_FOUND" | "UPSTREAM_ERROR" | "UPSTREAM_INVALID_RESPONSE" | "UPSTREAM_AUTH_FAILED" | "UPSTREAM_RATE_LIMITED" | "UPSTREAM_OVERLOADED" | "UPSTREAM_TIMEOUT" | "INTERNAL_ERROR";
+                                code: "INVALID_USERNAME" | "PROFILE_NOT_FOUND" | "UPSTREAM_ERROR" | "UPSTREAM_INVALID_RESPONSE" | "UPSTREAM_AUTH_FAILED" | "UPSTREAM_RATE_LIMITED" | "UPSTREAM_OVERLOADED" | "UPSTREAM_BUDGET_EXHAUSTED" | "UPSTREAM_TIMEOUT" | "INTERNAL_ERROR";
                                 error: string;
                                 message: string;
                             };
@@ -1346,14 +2470,14 @@ export interface operations {
                 headers: {
                     /** @description how the cache answered (a batch: its least fresh entry) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
-                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
-                    "cache-control"?: string;
-                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
-                    etag?: string;
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
                     /** @description `cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream */
                     "server-timing"?: string;
+                    /** @description `public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>` */
+                    "cache-control"?: string;
+                    /** @description this version of the body, in this encoding: send it back as `If-None-Match` */
+                    etag?: string;
                     /** @description `accept-encoding` when the body is large enough to be sent compressed */
                     vary?: string;
                     /** @description present when the body is compressed */
@@ -1370,13 +2494,11 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: `INVALID_BATCH`, `INVALID_FIELD` */
+            /** @description Bad Request: `INVALID_BATCH`, `INVALID_FIELD`, `MALFORMED_REQUEST` */
             400: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -1391,7 +2513,139 @@ export interface operations {
                     "application/json": {
                         statusCode: number;
                         /** @enum {string} */
-                        code: "INVALID_BATCH" | "INVALID_FIELD";
+                        code: "INVALID_BATCH" | "INVALID_FIELD" | "MALFORMED_REQUEST";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Request Timeout: `REQUEST_TIMEOUT` */
+            408: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 408,
+                     *       "code": "REQUEST_TIMEOUT",
+                     *       "error": "Request Timeout",
+                     *       "message": "The request did not arrive in time"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 413,
+                     *       "code": "PAYLOAD_TOO_LARGE",
+                     *       "error": "Payload Too Large",
+                     *       "message": "Request body is too large"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "PAYLOAD_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description URI Too Long: `URI_TOO_LONG` */
+            414: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 414,
+                     *       "code": "URI_TOO_LONG",
+                     *       "error": "URI Too Long",
+                     *       "message": "The request line is longer than 8000 octets"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "URI_TOO_LONG";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Expectation Failed: `EXPECTATION_FAILED` */
+            417: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 417,
+                     *       "code": "EXPECTATION_FAILED",
+                     *       "error": "Expectation Failed",
+                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "EXPECTATION_FAILED";
                         error: string;
                         message: string;
                     };
@@ -1402,10 +2656,10 @@ export interface operations {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description seconds to wait before asking again */
+                    "retry-after"?: number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1432,13 +2686,44 @@ export interface operations {
                     };
                 };
             };
+            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
+            431: {
+                headers: {
+                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
+                    "cache-control"?: string;
+                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                    "x-request-id"?: string;
+                    /** @description requests (a batch: usernames) allowed per client address per minute */
+                    "x-ratelimit-limit"?: number;
+                    /** @description what is left of that budget in this minute */
+                    "x-ratelimit-remaining"?: number;
+                    /** @description seconds until the budget is renewed */
+                    "x-ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 431,
+                     *       "code": "HEADERS_TOO_LARGE",
+                     *       "error": "Request Header Fields Too Large",
+                     *       "message": "The request's headers are larger than 16 KiB"
+                     *     }
+                     */
+                    "application/json": {
+                        statusCode: number;
+                        /** @enum {string} */
+                        code: "HEADERS_TOO_LARGE";
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
             /** @description Internal Server Error: `INTERNAL_ERROR` */
             500: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
@@ -1472,10 +2757,10 @@ export interface operations {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
                     "cache-control"?: string;
-                    /** @description seconds to wait (429 and 503 only) */
-                    "retry-after"?: number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description seconds to wait before asking again */
+                    "retry-after"?: number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */

@@ -30,6 +30,8 @@ t.test('profile, timeline, field and batch, with the caching headers', async (t)
   t.match(profile.requestId, /\S/)
   t.same((await client.timeline('alice')).data, { posts: timelineOf('alice') })
   t.same((await client.field('alice', 'credits')).data, { Credits: profileOf('alice').Credits })
+  // The document's `query` is a case-insensitive pattern: the generated type takes every spelling the service takes.
+  t.same((await client.field('alice', 'NAME')).data, { name: profileOf('alice').name })
   const batch = await client.profiles(['alice', 'bob', 'a,b', 'ghost-2'], { fields: ['name', 'age'] })
   t.same(Object.keys(batch.data.profiles), ['alice', 'bob', 'a,b'], 'a username holding a comma stays one username')
   t.same(batch.data.profiles.bob, { user: { name: profileOf('bob').name, age: profileOf('bob').age } })

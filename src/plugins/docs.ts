@@ -4,6 +4,7 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
+import { DOCUMENT } from '../schemas/document.ts'
 import { DOCS_PREFIX } from './route-config.ts'
 
 /** The docs change only with a deploy: browsers may keep them an hour, and revalidate with their ETag. */
@@ -29,20 +30,7 @@ function tagOnce (tags: Map<string, string>, reply: FastifyReply, body: string):
  * it collects as they are added.
  */
 async function docs (app: FastifyInstance): Promise<void> {
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'profile-bff',
-        version: '1',
-        description: 'The Public Profile Lookup Service\'s three routes, same paths and bodies, cached and without credentials.'
-      },
-      tags: [
-        { name: 'profiles', description: 'The upstream\'s routes' },
-        { name: 'operations', description: 'Health, readiness and metrics (never rate limited)' }
-      ]
-    }
-  })
+  await app.register(swagger, { openapi: DOCUMENT })
   // Its own scope: the docs' caching hooks never run on the data routes.
   await app.register(async (scope) => {
     // Tags per body, computed once: the docs' bodies are the same for the life of the process.

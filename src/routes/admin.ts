@@ -2,7 +2,9 @@ import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { INVALID_USERNAME, UNAUTHORIZED } from '../errors.ts'
-import { ErrorResponse, UsernameParams } from '../schemas/common.ts'
+import { UsernameParams } from '../schemas/common.ts'
+import { adminErrorResponses } from '../schemas/error-docs.ts'
+import { NO_STORE_HEADER, RATE_LIMIT_HEADERS, REQUEST_ID_HEADER, withHeaders } from '../schemas/headers.ts'
 import { validationErrors } from '../http/validation-errors.ts'
 
 const PurgeResponse = Type.Object({
@@ -21,11 +23,14 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/admin/purge/:username', {
     schema: {
+      operationId: 'purgeProfile',
       summary: 'Mark a member\'s cached entries stale on every instance',
-      description: 'The next request for them is served STALE and revalidates once: a purge of a hot member cannot start a stampede.',
-      tags: ['operations'],
+      description: 'The next request for them is served STALE and revalidates once: a purge of a hot member cannot start a stampede. ' +
+        'Only when ADMIN_TOKEN is set; counted by the per-client rate limit.',
+      tags: ['admin'],
+      security: [{ adminToken: [] }],
       params: UsernameParams,
-      response: { 200: PurgeResponse, 400: ErrorResponse, 401: ErrorResponse, 503: ErrorResponse }
+      response: { 200: withHeaders(PurgeResponse, { ...NO_STORE_HEADER, ...REQUEST_ID_HEADER, ...RATE_LIMIT_HEADERS }), ...adminErrorResponses }
     },
     schemaErrorFormatter: validationErrors({ params: () => new INVALID_USERNAME() }),
     // Before anything else looks at the request: a caller without the token learns nothing more.

@@ -2,7 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type, type Static } from '@sinclair/typebox'
 import { errorResponse } from '../http/error-response.ts'
 import { SHUTTING_DOWN } from '../errors.ts'
-import { ErrorResponse } from '../schemas/common.ts'
+import { ErrorBody, readinessErrorResponses, unshedErrorResponses } from '../schemas/error-docs.ts'
+import { NO_STORE_HEADER, REQUEST_ID_HEADER, RETRY_AFTER_HEADER, withHeaders } from '../schemas/headers.ts'
 
 const Literals = <T extends string>(values: readonly T[], description: string) =>
   Type.Union(values.map((value) => Type.Literal(value)), { description })
@@ -41,20 +42,31 @@ export function readiness (checks: Checks, closing: boolean): Readiness {
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/healthz', {
     config: { operational: true, answeredUnderPressure: true },
-    schema: { tags: ['operations'], summary: 'Liveness: 200 while the process runs', response: { 200: Type.Object({ status: Type.Literal('ok') }) } }
+    schema: {
+      operationId: 'getLiveness',
+      summary: 'Liveness: 200 while the process runs',
+      description: 'For an orchestrator\'s liveness probe: answers as long as the process can answer at all, even while load is shed.',
+      tags: ['operations'],
+      response: { 200: withHeaders(Type.Object({ status: Type.Literal('ok') }), REQUEST_ID_HEADER), ...unshedErrorResponses }
+    }
   }, async () => ({ status: 'ok' as const }))
 
   app.get('/readyz', {
     config: { operational: true },
     schema: {
-      tags: ['operations'],
+      operationId: 'getReadiness',
       summary: 'Readiness: 200 while the instance can serve (ready or degraded), 503 while it shuts down',
+      description: 'For a load balancer\'s or orchestrator\'s readiness probe. `degraded` is still 200: the instance serves what it ' +
+        'has cached, and the other fields say what is missing. 503 while it shuts down, or sheds load.',
+      tags: ['operations'],
       response: {
-        200: ReadinessBody,
+        200: withHeaders(ReadinessBody, { ...NO_STORE_HEADER, ...REQUEST_ID_HEADER }),
+        ...readinessErrorResponses,
         // The state only while shutting down: shedding load answers the plain error (SERVICE_OVERLOADED).
-        503: Type.Composite([ErrorResponse, Type.Partial(ReadinessBody)], {
+        503: Type.Composite([ErrorBody(['SHUTTING_DOWN', 'SERVICE_OVERLOADED']), Type.Partial(ReadinessBody)], {
           description: '`SHUTTING_DOWN`, with the state; or `SERVICE_OVERLOADED` (load shedding)',
-          examples: [{ ...errorResponse(new SHUTTING_DOWN()), status: 'unavailable', redis: 'up', token: 'held', breaker: 'closed' }]
+          examples: [{ ...errorResponse(new SHUTTING_DOWN()), status: 'unavailable', redis: 'up', token: 'held', breaker: 'closed' }],
+          headers: { ...NO_STORE_HEADER, ...RETRY_AFTER_HEADER, ...REQUEST_ID_HEADER }
         })
       }
     }

@@ -11,10 +11,7 @@ import { callerSignal } from '../http/caller-signal.ts'
 import { serve } from '../http/serve.ts'
 import { validationErrors } from '../http/validation-errors.ts'
 
-const errorResponses = {
-  304: withHeaders(Type.Null({ description: 'Not Modified: the caller\'s If-None-Match is current' }), CACHED_HEADERS),
-  ...lookupErrorResponses
-}
+const notModified = withHeaders(Type.Null({ description: 'Not Modified: the caller\'s If-None-Match is current' }), CACHED_HEADERS)
 
 const usernameErrors = validationErrors({ params: () => new INVALID_USERNAME() })
 
@@ -31,10 +28,12 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
     schema: {
       operationId: 'getProfile',
       summary: 'A member\'s whole profile',
+      description: 'The ten fields, as the upstream has them. Served from the cache while fresh; past that, served stale while ' +
+        'one call revalidates it, or when the upstream fails. `If-None-Match` with a current `ETag` answers 304.',
       tags: ['profiles'],
       params: UsernameParams,
       headers: ConditionalHeaders,
-      response: { 200: withHeaders(ProfileResponse, CACHED_HEADERS), ...errorResponses }
+      response: { 200: withHeaders(ProfileResponse, CACHED_HEADERS), 304: notModified, ...lookupErrorResponses }
     },
     schemaErrorFormatter: usernameErrors
   }, (request, reply) => serve(reply, lookups.profile(request.params.username, callerSignal(request)), encodings))
@@ -43,10 +42,12 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
     schema: {
       operationId: 'getTimeline',
       summary: 'A member\'s timeline posts, newest first',
+      description: 'The posts as the upstream has them, cached like the profile (fresher: a timeline changes more often). ' +
+        '`If-None-Match` with a current `ETag` answers 304.',
       tags: ['profiles'],
       params: UsernameParams,
       headers: ConditionalHeaders,
-      response: { 200: withHeaders(TimelineResponse, CACHED_HEADERS), ...errorResponses }
+      response: { 200: withHeaders(TimelineResponse, CACHED_HEADERS), 304: notModified, ...lookupErrorResponses }
     },
     schemaErrorFormatter: usernameErrors
   }, (request, reply) => serve(reply, lookups.timeline(request.params.username, callerSignal(request)), encodings))
@@ -60,7 +61,7 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       params: UsernameParams,
       querystring: FieldQuery,
       headers: ConditionalHeaders,
-      response: { 200: withHeaders(FieldResponse, CACHED_HEADERS), ...errorResponses, ...fieldErrorResponses }
+      response: { 200: withHeaders(FieldResponse, CACHED_HEADERS), 304: notModified, ...fieldErrorResponses }
     },
     schemaErrorFormatter: validationErrors({
       params: () => new INVALID_USERNAME(),

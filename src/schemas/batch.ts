@@ -1,8 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { INVALID_USERNAME } from '../errors.ts'
-import { StringEnum } from './common.ts'
 import { ErrorBody, memberErrors } from './error-docs.ts'
-import { Profile, QUERY_VALUES } from './profile.ts'
+import { FIELD_NAME_PATTERN, Profile } from './profile.ts'
 
 /** Distinct usernames one batch may name. */
 export const MAX_BATCH = 50
@@ -12,9 +11,10 @@ export const BatchQuery = Type.Object({
     description: `a member's username; repeat the parameter for each one (1 to ${MAX_BATCH} distinct; duplicates count once)`,
     examples: [['alice', 'bob']]
   })),
-  fields: Type.Optional(Type.Array(StringEnum(QUERY_VALUES), {
+  fields: Type.Optional(Type.Array(Type.String({ pattern: `^ *${FIELD_NAME_PATTERN} *(?:, *${FIELD_NAME_PATTERN} *)*$` }), {
     description: 'keep only these keys in each `user`: `query` values of `/user/:username`, case-insensitive, ' +
-      'comma-separated (`fields=name,age`) or repeated (`fields=name&fields=age`)'
+      'repeated (`fields=name&fields=age`) or comma-separated (`fields=name,age`)',
+    examples: [['name', 'Credits']]
   }))
 })
 export type BatchQuery = Static<typeof BatchQuery>

@@ -1,6 +1,5 @@
 import { Type, type Static, type TString } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
-import { StringEnum } from './common.ts'
 
 /** The ten profile fields, spelled as the upstream spells them in bodies. */
 export const PROFILE_FIELDS = ['name', 'age', 'gender', 'location', 'Credits', 'rank', 'videos', 'photos', 'joined', 'about'] as const
@@ -39,8 +38,23 @@ export const TimelineResponse = Type.Object({
 }, { $id: 'TimelineResponse' })
 export type TimelineResponse = Static<typeof TimelineResponse>
 
+/** `value` in any case, as a regular expression: JSON Schema patterns take no flags. */
+function anyCase (value: string): string {
+  return [...value].map((char) => char.toLowerCase() === char.toUpperCase() ? char : `[${char.toLowerCase()}${char.toUpperCase()}]`).join('')
+}
+
+/**
+ * One of the ten `query` values, in any case. A pattern, not an enum of the lower-case values: a client
+ * generated from an enum would refuse `Credits` or `NAME`, which the service accepts.
+ */
+export const FIELD_NAME_PATTERN = `(?:${QUERY_VALUES.map(anyCase).join('|')})`
+
 export const FieldQuery = Type.Object({
-  query: StringEnum(QUERY_VALUES, { description: 'the field to return, matched case-insensitively' })
+  query: Type.String({
+    pattern: `^${FIELD_NAME_PATTERN}$`,
+    description: `the field to return, matched case-insensitively: one of ${QUERY_VALUES.map((value) => `\`${value}\``).join(', ')}`,
+    examples: ['credits', 'Credits', 'name']
+  })
 })
 export type FieldQuery = Static<typeof FieldQuery>
 

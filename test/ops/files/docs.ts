@@ -6,6 +6,9 @@ interface Example { value: { statusCode: number, code: string, error: string, me
 interface MediaType { schema: Record<string, unknown>, example?: Example['value'], examples?: Record<string, Example> }
 interface Operation {
   operationId?: string
+  summary?: string
+  description?: string
+  tags?: string[]
   parameters?: Array<{ name: string, in: string, example?: unknown }>
   responses: Record<string, { description: string, headers?: object, content?: Record<string, MediaType> }>
 }
@@ -13,16 +16,21 @@ interface Operation {
 /** What each data route can answer besides 200 and 304, by status: the contract's codes. */
 const lookupErrors: Record<string, string[]> = {
   404: ['PROFILE_NOT_FOUND'],
+  408: ['REQUEST_TIMEOUT'],
+  413: ['PAYLOAD_TOO_LARGE'],
+  414: ['URI_TOO_LONG'],
+  417: ['EXPECTATION_FAILED'],
   429: ['RATE_LIMITED'],
+  431: ['HEADERS_TOO_LARGE'],
   500: ['INTERNAL_ERROR'],
   502: ['UPSTREAM_ERROR', 'UPSTREAM_INVALID_RESPONSE', 'UPSTREAM_AUTH_FAILED'],
-  503: ['UPSTREAM_RATE_LIMITED', 'UPSTREAM_OVERLOADED', 'SERVICE_OVERLOADED'],
+  503: ['UPSTREAM_RATE_LIMITED', 'UPSTREAM_OVERLOADED', 'UPSTREAM_BUDGET_EXHAUSTED', 'SERVICE_OVERLOADED'],
   504: ['UPSTREAM_TIMEOUT']
 }
 const routes: Record<string, Record<string, string[]>> = {
-  '/profile/{username}': { 400: ['INVALID_USERNAME'], ...lookupErrors },
-  '/profile/{username}/timeline': { 400: ['INVALID_USERNAME'], ...lookupErrors },
-  '/user/{username}': { 400: ['INVALID_USERNAME', 'INVALID_FIELD'], ...lookupErrors }
+  '/profile/{username}': { 400: ['INVALID_USERNAME', 'BAD_REQUEST', 'MALFORMED_REQUEST'], ...lookupErrors },
+  '/profile/{username}/timeline': { 400: ['INVALID_USERNAME', 'BAD_REQUEST', 'MALFORMED_REQUEST'], ...lookupErrors },
+  '/user/{username}': { 400: ['INVALID_USERNAME', 'INVALID_FIELD', 'BAD_REQUEST', 'MALFORMED_REQUEST'], ...lookupErrors }
 }
 
 /** OpenAPI writes one example as `example`, several as named `examples`. */
@@ -31,11 +39,18 @@ function errorExamples (media: MediaType | undefined): Array<Example['value']> {
   return media?.example === undefined ? [] : [media.example]
 }
 
-async function openapi (t: Test) {
-  const { app } = await stack(t)
+interface Document {
+  openapi: string
+  servers?: Array<{ url: string }>
+  tags: Array<{ name: string, description: string }>
+  paths: Record<string, Record<string, Operation>>
+}
+
+async function openapi (t: Test, env: Record<string, string> = {}) {
+  const { app } = await stack(t, { env })
   const res = await app.inject('/docs/json')
   t.equal(res.statusCode, 200)
-  return { app, document: res.json() as { openapi: string, paths: Record<string, { get: Operation }> } }
+  return { app, document: res.json() as Document & { paths: Record<string, { get: Operation }> } }
 }
 
 t.test('/docs/json is an OpenAPI document of the three routes and the operational ones', async (t) => {
@@ -45,16 +60,37 @@ t.test('/docs/json is an OpenAPI document of the three routes and the operationa
     ['/healthz', '/metrics', '/profile/{username}', '/profile/{username}/timeline', '/profiles', '/readyz', '/user/{username}'])
 })
 
-t.test('a client can be generated from it: operationIds, enums, every header documented', async (t) => {
+t.test('every operation has an operationId, a summary and a description; the document names its server and its tags', async (t) => {
+  const { document } = await openapi(t, { ADMIN_TOKEN: 'a-token' })
+  const operations = Object.values(document.paths).flatMap((methods) => Object.values(methods))
+  t.equal(operations.length, 8)
+  for (const { operationId, summary, description } of operations) {
+    t.match(operationId, /^[a-z]\w+$/)
+    t.match(summary, /\w/, `${operationId}: summary`)
+    t.match(description, /\w/, `${operationId}: description`)
+  }
+  t.equal(new Set(operations.map(({ operationId }) => operationId)).size, operations.length, 'operationIds are unique')
+  t.same(document.servers, [{ url: '/', description: 'this service, at the origin that serves this document' }])
+  const admin = document.paths['/admin/purge/{username}']?.post
+  t.same(admin?.tags, ['admin'])
+  t.ok(admin?.responses['429'], 'the purge is rate limited, and says so')
+  t.match(JSON.stringify(admin?.responses['401']), /www-authenticate/)
+  t.notMatch(JSON.stringify(document.tags), /never rate limited\W[^/]*admin/i)
+})
+
+t.test('a client can be generated from it: operationIds, case-insensitive fields, every header documented', async (t) => {
   const { document } = await openapi(t)
   const operations = ['/profile/{username}', '/profile/{username}/timeline', '/user/{username}', '/profiles']
     .map((path) => [path, document.paths[path]?.get] as const)
   t.same(operations.map(([, operation]) => operation?.operationId), ['getProfile', 'getTimeline', 'getField', 'getProfiles'])
   const parameter = (path: string, name: string) => (document.paths[path]?.get.parameters ?? [])
     .find((one) => one.name === name) as { in: string, schema: Record<string, unknown> } | undefined
-  const tenValues = ['name', 'age', 'gender', 'location', 'credits', 'rank', 'videos', 'photos', 'joined', 'about']
-  t.same(parameter('/user/{username}', 'query')?.schema.enum, tenValues, '`query` is an enum, not anyOf')
-  t.same((parameter('/profiles', 'fields')?.schema.items as { enum: string[] }).enum, tenValues)
+  // A pattern, not an enum of lower-case values: a generated client must take every spelling the service takes.
+  const query = new RegExp(String(parameter('/user/{username}', 'query')?.schema.pattern), 'u')
+  const fields = new RegExp((parameter('/profiles', 'fields')?.schema.items as { pattern: string }).pattern, 'u')
+  for (const value of ['name', 'Credits', 'NAME', 'aBoUt', 'credits', 'joined']) t.ok(query.test(value) && fields.test(value), value)
+  for (const value of ['nope', 'name,age', '', 'credit']) t.notOk(query.test(value), `query=${value}`)
+  t.ok(fields.test('name,Age') && fields.test('name, age') && !fields.test('name,nope'), '`fields` also takes comma-separated values')
   t.equal(parameter('/profiles', 'username')?.schema.type, 'array')
   for (const [path, operation] of operations) {
     t.equal(parameter(path, 'if-none-match')?.in, 'header', `${path}: If-None-Match`)
@@ -116,6 +152,8 @@ t.test('documented error bodies are the ones the service sends', async (t) => {
   t.same(examples('/user/{username}', '400').find((body) => body.code === 'INVALID_FIELD'), badField.json())
   const badName = await app.inject('/profile/a%01b')
   t.same(examples('/profile/{username}', '400')[0], badName.json())
+  const badUrl = await app.inject('/profile/%ZZ')
+  t.same(examples('/profile/{username}', '400').find((body) => body.code === 'BAD_REQUEST'), badUrl.json())
 })
 
 t.test('/docs serves Swagger UI, with a content security policy that lets it run', async (t) => {

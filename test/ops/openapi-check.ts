@@ -1,0 +1,87 @@
+import { OpenAPIRouter, OpenAPIValidator, SetMatchType, type Operation } from 'openapi-backend'
+
+type Definition = ConstructorParameters<typeof OpenAPIRouter>[0]['definition']
+type Responses = Record<string, { headers?: object, content?: Record<string, unknown> }>
+
+/** One request as sent and its answer as received. */
+export interface Exchange {
+  method: string
+  /** Path and query string, as on the request line. */
+  url: string
+  headers?: Record<string, string>
+  status: number
+  responseHeaders: Record<string, string | string[] | number | undefined>
+  body: string
+}
+
+/**
+ * Headers the document names once, in its description, rather than per response: the transport's own and
+ * those meant for the browser (CORS, security). Any other header an answer carries must be documented.
+ */
+const UNLISTED = /^(content-type|content-length|date|connection|keep-alive|transfer-encoding|access-control-.*|content-security-policy|strict-transport-security|x-content-type-options|x-frame-options|referrer-policy|cross-origin-resource-policy)$/
+
+/** The answers to a request no operation matches, from the document's components, as one operation to validate against. */
+const COMPONENTS_ID = 'components'
+
+/**
+ * What openapi-backend (a validator independent of the service's Fastify and ajv setup) finds wrong in
+ * an exchange, checked against the document: a request no operation takes or that breaks its parameters,
+ * and a status, header, media type or body the operation does not list. Empty when the document tells
+ * the truth about the exchange.
+ */
+export class DocumentCheck {
+  readonly #router: OpenAPIRouter
+  readonly #validator: OpenAPIValidator
+
+  /** `components`: for each status of an answer to a request no operation matches, the name of its response in the components. */
+  constructor (document: Record<string, unknown>, components: Record<number, string>) {
+    const { responses } = document.components as { responses: Responses }
+    const byStatus = Object.fromEntries(Object.entries(components).map(([status, name]) => [status, responses[name]]))
+    const definition = {
+      ...document,
+      paths: { ...document.paths as object, [`/${COMPONENTS_ID}`]: { get: { operationId: COMPONENTS_ID, responses: byStatus } } }
+    } as unknown as Definition
+    this.#router = new OpenAPIRouter({ definition, ignoreTrailingSlashes: false })
+    this.#validator = new OpenAPIValidator({ definition, router: this.#router })
+  }
+
+  /** The operation the document has for a request (HEAD: its GET's, which the document says HEAD shares). */
+  operation (method: string, url: string): Operation | undefined {
+    return this.#router.matchOperation({ method: method === 'HEAD' ? 'GET' : method, path: url, headers: {} })
+  }
+
+  /** Whether the document takes this request as valid for its operation. */
+  requestFindings ({ method, url, headers = {} }: Pick<Exchange, 'method' | 'url' | 'headers'>): string[] {
+    const operation = this.operation(method, url)
+    if (operation === undefined) return [`no operation for ${method} ${url}`]
+    const [path = '', query = ''] = url.split(/\?(.*)/s)
+    try {
+      const result = this.#validator.validateRequest({ method, path, query, headers }, operation)
+      return (result.errors ?? []).map((error) => `request ${error.instancePath} ${error.message ?? ''}`)
+    } catch (error) {
+      // A path its parameters cannot be read from (`%ZZ`): the document cannot take it either.
+      return [`request ${String(error)}`]
+    }
+  }
+
+  /** What the document does not say of this answer; `component` for an answer to a request no operation matches. */
+  responseFindings (exchange: Exchange, component = false): string[] {
+    const operation = component ? this.#router.getOperation(COMPONENTS_ID) : this.operation(exchange.method, exchange.url)
+    if (operation === undefined) return [`no operation for ${exchange.method} ${exchange.url}`]
+    const documented = (operation.responses as Responses)[String(exchange.status)]
+    if (documented === undefined) return [`status ${exchange.status} undocumented`]
+    const headers = Object.fromEntries(Object.entries(exchange.responseHeaders).filter(([name]) => !UNLISTED.test(name)))
+    const headerResult = this.#validator.validateResponseHeaders(headers, operation, { statusCode: exchange.status, setMatchType: SetMatchType.Subset })
+    const findings = (headerResult.errors ?? []).map((error) => `header ${error.instancePath} ${error.message ?? ''} ${JSON.stringify(error.params)}`)
+    return [...findings, ...this.#bodyFindings(exchange, operation, documented.content)]
+  }
+
+  #bodyFindings (exchange: Exchange, operation: Operation, content: Record<string, unknown> | undefined): string[] {
+    if (content === undefined || exchange.method === 'HEAD') return exchange.body === '' ? [] : ['a body where the document has none']
+    const type = String(exchange.responseHeaders['content-type'] ?? '').split(';')[0]?.trim() ?? ''
+    if (!(type in content)) return [`media type ${type} undocumented`]
+    const body: unknown = type === 'application/json' ? JSON.parse(exchange.body) : exchange.body
+    const result = this.#validator.validateResponse(body, operation, exchange.status)
+    return (result.errors ?? []).map((error) => `body ${error.instancePath} ${error.message ?? ''}`)
+  }
+}
