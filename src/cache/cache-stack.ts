@@ -9,6 +9,7 @@ import { Flights, type FlightCause, type StartLoad } from './flights.ts'
 import { Loader } from './loader.ts'
 import { MemoryDriver } from './memory-driver.ts'
 import { NearCopies, type NearCopiesOptions } from './near-copies.ts'
+import { RefreshAhead, type RefreshAheadOptions } from './refresh-ahead.ts'
 import { SharedTier } from './shared-tier.ts'
 
 export interface Served {
@@ -22,7 +23,7 @@ export interface Served {
 export type Load = (signal: AbortSignal, priority: Priority) => Promise<CacheEntry>
 
 /** A load's priority, from why it started: a caller with nothing to serve waits on a miss or a bypass, nobody on a revalidation. */
-const PRIORITY_OF: Record<FlightCause, Priority> = { miss: 'caller', bypass: 'caller', revalidation: 'background' }
+const PRIORITY_OF: Record<FlightCause, Priority> = { miss: 'caller', bypass: 'caller', revalidation: 'background', 'refresh-ahead': 'refresh-ahead' }
 
 /** Where a cache failure happened: a background revalidation, or the store (read, write, purge). */
 export type CacheFailure = 'revalidate' | 'store'
@@ -38,6 +39,8 @@ export interface CacheStackOptions {
     copies?: Omit<NearCopiesOptions, 'now'>
   }
   budget: Pick<LoadBudget, 'purgeMemoryMs' | 'maxClaims'>
+  /** When a hot entry is refreshed before it goes stale (see RefreshAhead). */
+  refreshAhead?: RefreshAheadOptions
   now: () => number
   telemetry: Pick<Telemetry, 'cacheResult' | 'coalescedWaiter'>
   /** Failures without a caller to tell: a revalidation in the background, a store that is away. */
@@ -57,11 +60,12 @@ export class CacheStack {
   readonly #tier: Tier
   readonly #loader: Loader
   readonly #flights = new Flights()
+  readonly #refreshAhead: RefreshAhead
   readonly #now: () => number
   readonly #telemetry: CacheStackOptions['telemetry']
   readonly #onError: CacheStackOptions['onError']
 
-  constructor ({ memory, shared, budget, now, telemetry, onError }: CacheStackOptions) {
+  constructor ({ memory, shared, budget, refreshAhead, now, telemetry, onError }: CacheStackOptions) {
     const local = new MemoryDriver({ ...memory, purgeMemoryMs: budget.purgeMemoryMs, now })
     this.#tier = shared === undefined
       ? local
@@ -78,6 +82,7 @@ export class CacheStack {
       now,
       onStoreError: (error, key) => { onError(error, key, 'store') }
     })
+    this.#refreshAhead = new RefreshAhead(refreshAhead)
     this.#now = now
     this.#telemetry = telemetry
     this.#onError = onError
@@ -87,7 +92,7 @@ export class CacheStack {
   lookup (key: string, resource: Resource, load: Load, signal?: AbortSignal): Served | Promise<Served> {
     const now = this.#now()
     const held = this.#tier.held(key)
-    if (held !== undefined && isFresh(held, now)) return this.#reported(resource, { entry: held, state: 'HIT', at: now })
+    if (held !== undefined && isFresh(held, now)) return this.#reported(resource, this.#hit(key, resource, held, load, now))
     return this.#resolve(key, resource, load, signal).then((served) => this.#reported(resource, served))
   }
 
@@ -113,15 +118,25 @@ export class CacheStack {
       return await this.#loaded(key, resource, undefined, load, signal, 'bypass')
     }
     const now = this.#now()
-    if (cached !== undefined && isFresh(cached, now)) return { entry: cached, state: 'HIT', at: now }
+    if (cached !== undefined && isFresh(cached, now)) return this.#hit(key, resource, cached, load, now)
     if (cached !== undefined && isServable(cached, now)) {
-      const seen = cached
-      this.#flights.revalidate(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal, 'revalidation'), (error) => {
-        this.#onError(error, key, 'revalidate')
-      })
+      this.#inBackground(key, resource, cached, load, 'revalidation')
       return { entry: cached, state: 'STALE', at: now }
     }
     return await this.#loaded(key, resource, undefined, load, signal, 'miss')
+  }
+
+  /** A fresh entry served; a hot one about to go stale is refreshed meanwhile. */
+  #hit (key: string, resource: Resource, entry: CacheEntry, load: Load, now: number): Served {
+    if (this.#refreshAhead.due(entry, now)) this.#inBackground(key, resource, entry, load, 'refresh-ahead')
+    return { entry, state: 'HIT', at: now }
+  }
+
+  /** A load of `seen`'s key nobody waits for, unless one is under way. */
+  #inBackground (key: string, resource: Resource, seen: CacheEntry, load: Load, cause: 'revalidation' | 'refresh-ahead'): void {
+    this.#flights.inBackground(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal, cause), cause, (error) => {
+      this.#onError(error, key, 'revalidate')
+    })
   }
 
   /** The key's load in this process, joined or started, as `cause` names it. */

@@ -2,10 +2,14 @@ import { nobodyWaits, untilAborted } from '../cancellation.ts'
 import type { CacheEntry } from './cache-entry.ts'
 
 /**
- * Why a load started: the store had nothing servable (`miss`), could not be read (`bypass`), or holds a
- * stale entry being served meanwhile (`revalidation`: nobody asked for it, so nobody leaving cancels it).
+ * Why a load started: the store had nothing servable (`miss`), could not be read (`bypass`), holds a stale entry
+ * being served meanwhile (`revalidation`), or holds a hot entry about to go stale (`refresh-ahead`). Nobody asked
+ * for the last two, so nobody leaving cancels them.
  */
-export type FlightCause = 'miss' | 'bypass' | 'revalidation'
+export type FlightCause = 'miss' | 'bypass' | 'revalidation' | 'refresh-ahead'
+
+/** Loads nobody waits for: they run to their end. */
+type BackgroundCause = Extract<FlightCause, 'revalidation' | 'refresh-ahead'>
 
 /** Starts the load; `signal` aborts once nobody waits for it any more. */
 export type StartLoad = (signal: AbortSignal) => Promise<CacheEntry>
@@ -48,10 +52,10 @@ export class Flights {
     }
   }
 
-  /** A load nobody waits for; its failure goes to `onError`. */
-  revalidate (key: string, start: StartLoad, onError: (error: unknown) => void): void {
+  /** A load nobody waits for, unless one of the key is under way; its failure goes to `onError`. */
+  inBackground (key: string, start: StartLoad, cause: BackgroundCause, onError: (error: unknown) => void): void {
     if (this.#inFlight.has(key)) return
-    this.#start(key, start, 'revalidation').promise.catch(onError)
+    this.#start(key, start, cause).promise.catch(onError)
   }
 
   #start (key: string, start: StartLoad, cause: FlightCause): Flight {
@@ -66,7 +70,7 @@ export class Flights {
 
   /** Later callers start their own load rather than join a cancelled one. */
   #leave (key: string, flight: Flight): void {
-    if (--flight.waiters > 0 || flight.cause === 'revalidation') return
+    if (--flight.waiters > 0 || flight.cause === 'revalidation' || flight.cause === 'refresh-ahead') return
     this.#forget(key, flight)
     flight.controller.abort(nobodyWaits('every caller of this load went away'))
   }

@@ -31,8 +31,8 @@ export class Loader {
   }
 
   /**
-   * `seen` is what this instance found (a stale entry or nothing): a fresh entry, or another version, in
-   * the store means another instance has loaded it meanwhile. A waiter woken with nothing new claims again
+   * `seen` is what this instance found (a stale entry, nothing, or a fresh one refreshed ahead of time): a
+   * fresh entry, or another version, in the store means another instance has loaded it meanwhile. A waiter woken with nothing new claims again
    * rather than loading at once: what woke it may be the late release of an earlier lock while another
    * instance's load is still running. After `maxClaims` waits it loads on its own. `waited` hears of a
    * load that waits for another instance's.
@@ -76,6 +76,8 @@ export class Loader {
     }
     const now = this.#options.now()
     if (current === undefined || !isServable(current, now)) return undefined
+    // What this instance saw was fresh (a refresh ahead of time): only another version is news.
+    if (seen !== undefined && isFresh(seen, now)) return sameVersion(current, seen) ? undefined : current
     return isFresh(current, now) || !sameVersion(current, seen) ? current : undefined
   }
 

@@ -2,7 +2,7 @@ import t from 'tap'
 import { createEntry, FRESHNESS_JITTER, type CacheEntry } from '../../../src/cache/cache-entry.ts'
 import { MemoryDriver } from '../../../src/cache/memory-driver.ts'
 import type { CacheDriver } from '../../../src/cache/driver.ts'
-import { CacheStack, type CacheFailure, type Served } from '../../../src/cache/cache-stack.ts'
+import { CacheStack, type CacheFailure, type Load, type Served } from '../../../src/cache/cache-stack.ts'
 import type { CacheState, Resource } from '../../../src/resources.ts'
 import { Clock } from '../../helper.ts'
 
@@ -27,7 +27,7 @@ function setup (driver?: CacheDriver) {
     telemetry: { cacheResult: (resource, state) => results.push([resource, state]), coalescedWaiter: (resource) => waiters.push(resource) },
     onError: (_error, _key, failure) => errors.push(failure)
   })
-  const get = async (key: string, resource: Resource, load: () => Promise<CacheEntry>, signal?: AbortSignal): Promise<Served> =>
+  const get = async (key: string, resource: Resource, load: Load, signal?: AbortSignal): Promise<Served> =>
     await cache.lookup(key, resource, load, signal)
   let calls = 0
   let body = '"v1"'
@@ -228,4 +228,30 @@ t.test('a caller arriving while a load the store could not be read for is under 
   t.same([later.state, later.entry.body], ['HIT', '"from another instance"'], 'served from the store at once, not after the load')
   s.release()
   t.equal((await first).state, 'BYPASS')
+})
+
+t.test('a hot entry is refreshed ahead of time, at the refresh-ahead class, so it is never served stale', async (t) => {
+  const s = setup()
+  const priorities: string[] = []
+  let body = '"v1"'
+  // No freshness jitter: the last tenth of freshness is exactly the last 30 s.
+  const load: Load = async (_signal, priority) => {
+    priorities.push(priority)
+    return createEntry(200, body, s.clock.now(), freshness, () => 0)
+  }
+  await s.get('k', 'profile', load)
+  s.clock.advance(freshness.freshMs - 40_000)
+  for (let i = 0; i < 5; i++) t.equal((await s.get('k', 'profile', load)).state, 'HIT', 'a few hits before the last tenth')
+  t.same(priorities, ['caller'], 'nothing refreshed outside the last tenth of its freshness')
+  s.clock.advance(20_000)
+  body = '"v2"'
+  for (let i = 0; i < 4; i++) await s.get('k', 'profile', load)
+  t.same(priorities, ['caller'], 'four hits in the last tenth: not hot yet')
+  t.equal((await s.get('k', 'profile', load)).state, 'HIT', 'the fifth is still a hit...')
+  await settle()
+  t.same(priorities, ['caller', 'refresh-ahead'], '...and refreshes it, at the refresh-ahead class')
+  const after = await s.get('k', 'profile', load)
+  t.same([after.state, after.entry.body], ['HIT', '"v2"'], 'the refreshed entry, fresh for a whole freshness again')
+  s.clock.advance(freshness.freshMs - 30_000)
+  t.equal((await s.get('k', 'profile', load)).state, 'HIT', 'when the first version would have been stale')
 })
