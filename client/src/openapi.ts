@@ -1080,12 +1080,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1146,12 +1140,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1179,12 +1167,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1247,12 +1229,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1549,12 +1525,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1615,12 +1585,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1648,12 +1612,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1716,12 +1674,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2030,12 +1982,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2096,12 +2042,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2129,12 +2069,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2197,12 +2131,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2526,12 +2454,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2592,12 +2514,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2625,12 +2541,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2693,12 +2603,6 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description requests (a batch: usernames) allowed per client address per minute */
-                    "x-ratelimit-limit"?: number;
-                    /** @description what is left of that budget in this minute */
-                    "x-ratelimit-remaining"?: number;
-                    /** @description seconds until the budget is renewed */
-                    "x-ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -109,12 +109,14 @@ async function corpus (t: Test): Promise<Recorded[]> {
 
   all.push(...await Promise.all(OPERATIONS.flatMap(([method, url]) => framingErrors(main.port, method, url))))
 
-  // The upstream failing, one way after another: 502s, a 504, then a 429 that leaves it in back-off (503).
-  for (const [fault, username] of [[{ kind: 'status', status: 500 }, 'f-1'], [{ kind: 'invalid-json' }, 'f-2'], [{ kind: 'hang' }, 'f-3'],
+  // The upstream failing, one way after another (a success between, so that the circuit breaker stays closed):
+  // a 504, 502s, then a 429 that leaves it in back-off (503).
+  for (const [fault, username] of [[{ kind: 'hang' }, 'f-1'], [{ kind: 'status', status: 500 }, 'f-2'], [{ kind: 'invalid-json' }, 'f-3'],
     [{ kind: 'status', status: 429, retryAfter: '30' }, 'f-4']] as const) {
     sim.failAlways(fault)
     await send(app, { url: `/profile/${username}` }, { url: `/profile/${username}/timeline` }, { url: `/user/${username}?query=age` })
     sim.failAlways(undefined)
+    await send(app, { url: `/profile/ok-${username}` })
   }
 
   for (const url of ['/profile/alice', '/profile/alice/timeline', '/user/alice?query=age', '/profiles?username=alice']) {
