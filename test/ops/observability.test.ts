@@ -9,9 +9,12 @@ const root = new URL('../../', import.meta.url)
 const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')
 
 interface Panel { id: number, title: string, type: string, datasource: { uid: string }, targets: Array<{ expr: string, datasource: { uid: string } }> }
+/** A row only groups the panels below it: no query, no data source. */
+interface Row { id: number, title: string, type: 'row' }
 interface Rule { alert: string, expr: string, for: string, labels: { severity: string }, annotations: Record<string, string> }
 
-const dashboard = JSON.parse(read('deploy/grafana/dashboards/profile-bff.json')) as { uid: string, panels: Panel[], templating: { list: Array<{ name: string, type: string, query: string }> } }
+const dashboard = JSON.parse(read('deploy/grafana/dashboards/profile-bff.json')) as { uid: string, panels: Array<Panel | Row>, templating: { list: Array<{ name: string, type: string, query: string }> } }
+const panels = dashboard.panels.filter((panel): panel is Panel => panel.type !== 'row')
 const rules = (parse(read('deploy/prometheus/rules/profile-bff.yml')) as { groups: Array<{ rules: Rule[] }> }).groups.flatMap((group) => group.rules)
 
 /** How panels name the dashboard's data source variable (Grafana's syntax, not a template string). */
@@ -42,9 +45,9 @@ function selectors (expr: string): Selector[] {
   return found
 }
 
-/** The series the service exports, with the label names seen on them, after some traffic (Redis configured). */
+/** The series the service exports, with the label names seen on them, after some traffic (Redis and an upstream budget configured). */
 async function exported (t: Test): Promise<Map<string, Set<string>>> {
-  const { app } = await stack(t, { env: { REDIS_URL } })
+  const { app } = await stack(t, { env: { REDIS_URL, UPSTREAM_MAX_RPS: '1000' } })
   await eventually(() => app.redis?.status === 'ready', 'redis ready')
   for (const url of ['/profile/alice', '/profile/alice', '/profile/ghost-1', '/nowhere']) await app.inject(url)
   const text = (await app.inject('/metrics')).body
@@ -72,17 +75,19 @@ function unknown (expr: string, series: Map<string, Set<string>>): string[] {
 t.test('every metric and label the dashboard and the alerts name is one the service exports', async (t) => {
   const series = await exported(t)
   t.ok(series.has('pbff_redis_up') && series.has('pbff_http_request_duration_seconds_bucket'))
+  t.same(series.get('pbff_upstream_budget_rps'), new Set(['scope']), 'the effective budget has a sample: its label is checked too')
   t.same(unknown('rate(pbff_http_requests_totl[5m]) + pbff_upstream_breaker_state{breaker="open"}', series),
     ['pbff_http_requests_totl is not exported', 'pbff_upstream_breaker_state has no label breaker'], 'the check catches a typo')
   t.throws(() => selectors('sum(rate(pbff_http_requests_total[5m])'), /syntax error/, 'and a syntax error')
   const expressions = [
-    ...dashboard.panels.flatMap((panel) => panel.targets.map((target) => ({ where: `panel "${panel.title}"`, expr: target.expr }))),
+    ...panels.flatMap((panel) => panel.targets.map((target) => ({ where: `panel "${panel.title}"`, expr: target.expr }))),
     ...rules.map((rule) => ({ where: `alert ${rule.alert}`, expr: rule.expr }))
   ]
   for (const { where, expr } of expressions) t.same(unknown(expr, series), [], where)
   const named = new Set(expressions.flatMap(({ expr }) => selectors(expr).map((selector) => selector.metric)))
   for (const needed of ['pbff_cache_lookups_total', 'pbff_upstream_calls_total', 'pbff_token_exchanges_total', 'pbff_upstream_breaker_state',
-    'pbff_upstream_backoff_active', 'pbff_redis_up', 'pbff_http_request_duration_seconds_bucket', 'pbff_http_requests_total']) t.ok(named.has(needed), `${needed} is watched`)
+    'pbff_upstream_backoff_active', 'pbff_redis_up', 'pbff_http_request_duration_seconds_bucket', 'pbff_http_requests_total',
+    'pbff_upstream_budget_calls_total', 'pbff_upstream_budget_deferred_total', 'pbff_upstream_budget_dropped_total', 'pbff_upstream_budget_rps']) t.ok(named.has(needed), `${needed} is watched`)
 })
 
 t.test('the dashboard: one panel for each thing an operator watches, all on the dashboard\'s data source', async (t) => {
@@ -90,19 +95,20 @@ t.test('the dashboard: one panel for each thing an operator watches, all on the 
   t.same(dashboard.templating.list.map(({ name, type, query }) => ({ name, type, query })), [{ name: 'datasource', type: 'datasource', query: 'prometheus' }])
   const titles = dashboard.panels.map((panel) => panel.title)
   for (const title of ['Answers by cache state', 'Upstream calls per 1,000 lookups', 'Tokens minted (24 h)', 'Breaker and back-off',
-    'Redis health', 'Request latency p50 / p99', '429s and 5xx']) t.ok(titles.includes(title), title)
+    'Redis health', 'Request latency p50 / p99', '429s and 5xx', 'Upstream budget', 'Budget calls by priority', 'Effective budget vs calls sent',
+    'Budget deferred by priority', 'Budget dropped by priority and reason']) t.ok(titles.includes(title), title)
   t.equal(new Set(dashboard.panels.map((panel) => panel.id)).size, dashboard.panels.length, 'panel ids are unique')
-  for (const panel of dashboard.panels) {
+  for (const panel of panels) {
     t.ok(panel.targets.length > 0, `${panel.title} queries something`)
     for (const ds of [panel.datasource, ...panel.targets.map((target) => target.datasource)]) t.equal(ds.uid, DATASOURCE_VARIABLE, panel.title)
   }
-  const latency = dashboard.panels.find((panel) => panel.title === 'Request latency p50 / p99')?.targets.map((target) => target.expr) ?? []
+  const latency = panels.find((panel) => panel.title === 'Request latency p50 / p99')?.targets.map((target) => target.expr) ?? []
   t.match(latency, [/^histogram_quantile\(0\.5,/, /^histogram_quantile\(0\.99,/])
 })
 
 t.test('the alerts: each named, lasting, with a severity, a summary and a runbook line', async (t) => {
   t.same(rules.map((rule) => rule.alert).sort(), ['ProfileBffBreakerOpen', 'ProfileBffErrorRate', 'ProfileBffInstanceDown', 'ProfileBffRedisDown',
-    'ProfileBffShelterDegraded', 'ProfileBffTokenExchangesFailing', 'ProfileBffUpstreamFailing'])
+    'ProfileBffShelterDegraded', 'ProfileBffTokenExchangesFailing', 'ProfileBffUpstreamBudgetExhausted', 'ProfileBffUpstreamFailing'])
   for (const rule of rules) {
     t.match(rule.for, /^\d+m$/, `${rule.alert}: not on one bad scrape`)
     t.match(rule.labels.severity, /^(page|ticket)$/, rule.alert)
