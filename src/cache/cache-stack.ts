@@ -74,7 +74,7 @@ export class CacheStack {
         bus: shared.bus,
         copies: new NearCopies({ ...shared.copies, now }),
         alone: local,
-        onError: (error) => { onError(error, '', 'store') }
+        onError: (error, key) => { onError(error, key, 'store') }
       })
     this.#loader = new Loader({
       tier: this.#tier,

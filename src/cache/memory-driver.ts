@@ -78,6 +78,11 @@ export class MemoryDriver implements Tier {
     return found
   }
 
+  /** Drops the key's entry, if it is still `entry` when given: one stored since is kept. */
+  forget (key: string, entry?: CacheEntry): void {
+    if (entry === undefined || this.#entries.peek(key) === entry) this.#entries.delete(key)
+  }
+
   /** What is held, for handing over to Redis when it is back. */
   entries (): IterableIterator<[string, CacheEntry]> {
     return this.#entries.entries()

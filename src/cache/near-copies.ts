@@ -69,6 +69,8 @@ export class NearCopies {
 
   /** Every copy, removed from here: events may be missed from now on, so they stop being copies. */
   take (): Array<[string, CacheEntry]> {
+    // A read under way may answer from before the gap: it copies nothing.
+    this.#generation++
     const copies = [...this.#copies.entries()]
     this.#copies.clear()
     return copies

@@ -11,22 +11,21 @@ export interface SharedTierOptions {
   bus: Pick<RedisBus, 'ready' | 'listen' | 'publish'>
   /** Copies of hot shared entries, kept coherent by the bus. */
   copies: NearCopies
-  /** This instance's own store while Redis is away. */
+  /** What this instance holds that Redis may lack: its fills while Redis was away, or refused them. */
   alone: MemoryDriver
-  /** A fill or purge the other instances could not be told of (their copies then live out their few seconds). */
-  onError: (error: unknown) => void
+  /** A write or an event that could not reach Redis (the instance goes on with what it holds). */
+  onError: (error: unknown, key: string) => void
 }
 
 /** Entries handed to Redis at once when it is back. */
 const HAND_BACK_BATCH = 100
 
 /**
- * Redis with this instance in front of it. While Redis is up, hits are answered from short copies,
- * shared reads of one key are made once however many requests want it, and fills and purges are told
- * to the other instances. While Redis is down or its events are lost, this instance's own store is the
- * cache, for each entry's whole life, so the upstream stays sheltered. When Redis is back, what was
- * filled alone is handed to Redis (set-if-newer) before reads go there again, so that no hot key turns
- * into an upstream call.
+ * Redis with this instance in front of it. While Redis is up, hits are answered from short copies, shared
+ * reads of one key are made once however many requests want it, and fills and purges are told to the other
+ * instances. While Redis is down or its events are lost, this instance's own store is the cache, for each
+ * entry's whole life, so the upstream stays sheltered. What it holds alone is read before Redis, and handed
+ * to Redis (set-if-newer) as soon as Redis takes writes again, so that no hot key turns into an upstream call.
  */
 export class SharedTier implements Tier {
   readonly #driver: CacheDriver
@@ -36,7 +35,7 @@ export class SharedTier implements Tier {
   readonly #onError: SharedTierOptions['onError']
   /** Shared reads in flight: a hot key's requests arrive together when its copy expires. */
   readonly #reading = new Map<string, Promise<CacheEntry | undefined>>()
-  #handingBack: Promise<void> | undefined
+  #handingBack = false
 
   constructor (options: SharedTierOptions) {
     this.#driver = options.driver
@@ -46,19 +45,19 @@ export class SharedTier implements Tier {
     this.#onError = options.onError
     options.bus.listen({
       onEvent: (event) => { this.#hear(event) },
-      onLost: () => { this.#adoptCopies().catch(options.onError) },
+      onLost: () => { this.#adoptCopies() },
       onReady: () => { this.#handBack() }
     })
   }
 
   held (key: string): CacheEntry | undefined {
-    return this.#sharing() ? this.#copies.get(key) : this.#alone.held(key)
+    if (!this.#bus.ready) return this.#alone.held(key)
+    return this.#copies.get(key) ?? this.#heldAlone(key)
   }
 
   async get (key: string): Promise<CacheEntry | undefined> {
-    if (!this.#sharing()) return this.#alone.held(key)
-    const copy = this.#copies.get(key)
-    if (copy !== undefined) return copy
+    const held = this.held(key)
+    if (held !== undefined || !this.#bus.ready) return held
     let reading = this.#reading.get(key)
     if (reading === undefined) {
       const read = this.#readShared(key)
@@ -71,7 +70,8 @@ export class SharedTier implements Tier {
   }
 
   async latest (key: string): Promise<CacheEntry | undefined> {
-    return this.#sharing() ? await this.#readShared(key) : this.#alone.held(key)
+    if (!this.#bus.ready) return this.#alone.held(key)
+    return await this.#orAlone(this.#readShared(key), async () => this.#alone.held(key))
   }
 
   /**
@@ -79,31 +79,29 @@ export class SharedTier implements Tier {
    * edge, that store takes it for no mark: stale if it remembers a purge, one revalidation at most.
    */
   async purgeMark (key: string): Promise<PurgeMark> {
-    if (!this.#sharing()) return await this.#alone.purgeMark(key)
+    if (!this.#bus.ready) return await this.#alone.purgeMark(key)
     return await this.#orAlone(this.#driver.purgeMark(key), async () => await this.#alone.purgeMark(key))
   }
 
   async set (key: string, entry: CacheEntry, mark?: PurgeMark): Promise<CacheEntry | undefined> {
-    if (!this.#sharing()) {
-      // Redis may have been up all along (a failed hand-back): fills are the moment to try again.
-      if (this.#bus.ready) this.#handBack()
-      return await this.#alone.set(key, entry, mark)
-    }
+    if (!this.#bus.ready) return await this.#alone.set(key, entry, mark)
     const generation = this.#copies.generation
     let stored: CacheEntry | undefined
     try {
       stored = await this.#driver.set(key, entry, mark)
-    } catch {
-      // Redis failed meanwhile: the load still shelters the upstream from here, and is handed over later.
-      if (this.#bus.ready) this.#handBack()
+    } catch (error) {
+      // Redis refused it (or failed meanwhile): the load still shelters the upstream from here, and is handed over later.
+      this.#onError(error, key)
       return await this.#alone.set(key, entry, mark)
     }
-    // A read that started before this write may answer what it replaced.
+    // A read that started before this write may answer what it replaced, and what was held alone is older.
     this.#reading.delete(key)
+    this.#alone.forget(key)
+    // Redis takes writes: whatever is held alone can go too.
+    this.#handBack()
     if (stored === undefined) return undefined
-    this.#keep(key, stored, generation)
-    // Stored is stored: a lost event costs the other instances' copies at most their few seconds.
-    await this.#bus.publish({ type: 'filled', key, etag: stored.etag }).catch(this.#onError)
+    if (this.#bus.ready) this.#copies.keep(key, stored, generation)
+    await this.#published({ type: 'filled', key, etag: stored.etag })
     return stored
   }
 
@@ -127,17 +125,17 @@ export class SharedTier implements Tier {
     this.#alone.clear()
   }
 
-  /** Redis serves while it is up, its events reach us and nothing filled alone waits to be handed over. */
-  #sharing (): boolean {
-    return this.#bus.ready && this.#alone.size === 0
+  /** What this instance holds that Redis may lack (nearly always nothing: a map lookup is skipped). */
+  #heldAlone (key: string): CacheEntry | undefined {
+    return this.#alone.size === 0 ? undefined : this.#alone.held(key)
   }
 
-  /** `shared`'s answer; if it fails because Redis went down meanwhile, what this instance holds since. */
+  /** `shared`'s answer; if it fails because Redis went down meanwhile, what this instance holds. */
   async #orAlone<T> (shared: Promise<T>, alone: () => Promise<T>): Promise<T> {
     try {
       return await shared
     } catch (error) {
-      if (this.#sharing()) throw error
+      if (this.#bus.ready) throw error
       return await alone()
     }
   }
@@ -145,12 +143,13 @@ export class SharedTier implements Tier {
   async #readShared (key: string): Promise<CacheEntry | undefined> {
     const generation = this.#copies.generation
     const entry = await this.#driver.get(key)
-    if (entry !== undefined) this.#keep(key, entry, generation)
+    if (entry !== undefined && this.#bus.ready) this.#copies.keep(key, entry, generation)
     return entry
   }
 
-  #keep (key: string, entry: CacheEntry, generation: number): void {
-    if (this.#bus.ready) this.#copies.keep(key, entry, generation)
+  async #published (event: BusEvent): Promise<void> {
+    // Stored is stored: a lost event costs the other instances' copies at most their few seconds.
+    await this.#bus.publish(event).catch((error: unknown) => { this.#onError(error, event.key) })
   }
 
   #changed (keys: readonly string[]): void {
@@ -159,34 +158,38 @@ export class SharedTier implements Tier {
   }
 
   #hear (event: BusEvent): void {
-    // A request after another instance's fill or purge starts a read of its own rather than join an older one.
-    if (this.#copies.hear(event)) this.#reading.delete(event.key)
+    if (!this.#copies.hear(event)) return
+    // A request after another instance's fill or purge reads Redis anew, past what this instance holds.
+    this.#reading.delete(event.key)
+    this.#alone.forget(event.key)
   }
 
-  /** Once at a time; a hand-back that fails leaves this instance on its own until the next try. */
+  /** Once at a time, until nothing is held alone; a hand-back Redis refuses is tried again at the next fill. */
   #handBack (): void {
-    if (this.#handingBack !== undefined || this.#alone.size === 0) return
-    this.#handingBack = this.#handOver().finally(() => { this.#handingBack = undefined })
+    if (this.#handingBack || this.#alone.size === 0) return
+    this.#handingBack = true
+    this.#handOver().catch((error: unknown) => { this.#onError(error, '') }).finally(() => { this.#handingBack = false })
   }
 
+  /** Each entry handed over leaves this instance's store, unless a newer fill replaced it meanwhile. */
   async #handOver (): Promise<void> {
-    const entries = [...this.#alone.entries()]
-    try {
+    while (this.#alone.size > 0 && this.#bus.ready) {
+      const entries = [...this.#alone.entries()]
       for (let i = 0; i < entries.length; i += HAND_BACK_BATCH) {
-        await Promise.all(entries.slice(i, i + HAND_BACK_BATCH).map(async ([key, entry]) => await this.#driver.set(key, entry)))
+        await Promise.all(entries.slice(i, i + HAND_BACK_BATCH).map(async ([key, entry]) => {
+          const stored = await this.#driver.set(key, entry)
+          this.#alone.forget(key, entry)
+          if (stored !== undefined) await this.#published({ type: 'filled', key, etag: stored.etag })
+        }))
       }
-    } catch {
-      return
     }
-    this.#copies.clear()
-    this.#alone.clear()
   }
 
   /**
    * Events may be missed from now on, so the copies stop being copies: they are kept alone, for their
    * whole life, rather than loaded again (a purge elsewhere could not reach this instance anyway).
    */
-  async #adoptCopies (): Promise<void> {
-    for (const [key, copy] of this.#copies.take()) await this.#alone.set(key, copy)
+  #adoptCopies (): void {
+    for (const [key, copy] of this.#copies.take()) this.#alone.set(key, copy).catch(() => {})
   }
 }

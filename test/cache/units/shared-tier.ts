@@ -5,6 +5,7 @@ import { MemoryDriver } from '../../../src/cache/memory-driver.ts'
 import { NearCopies } from '../../../src/cache/near-copies.ts'
 import { SharedTier } from '../../../src/cache/shared-tier.ts'
 import type { BusEvent } from '../../../src/redis/bus.ts'
+import { eventually } from '../../helper.ts'
 
 /** A shared store whose reads the test answers one by one, and an events channel the test speaks on. */
 function tierOverHeldReads () {
@@ -107,4 +108,65 @@ t.test('held answers the copy held here, never a read: the hit path\'s question'
   t.same(tier.held('k'), v1, 'the copy, once read')
   hear({ type: 'staled', key: 'k' })
   t.equal(tier.held('k'), undefined, 'gone when another instance purges it')
+})
+
+/** A tier over a driver the test controls: writes of some keys fail, all may wait; reads answer at once; and its bus. */
+function tierOverFlakyWrites () {
+  const held = new Map<string, CacheEntry>()
+  const writes = { failing: new Set<string>(), gate: undefined as Promise<void> | undefined }
+  const driver: CacheDriver = {
+    get: async (key) => held.get(key),
+    set: async (key, entry) => {
+      await writes.gate
+      if (writes.failing.has(key)) throw new Error('OOM command not allowed when used memory > maxmemory')
+      held.set(key, entry)
+      return entry
+    },
+    purgeMark: async () => '',
+    markStale: async () => 0
+  }
+  const listener: { onLost?: () => void, onReady?: () => void } = {}
+  const bus = { ready: true, listen: (heard: { onLost: () => void, onReady: () => void }) => { Object.assign(listener, heard) }, publish: async () => {} }
+  const alone = new MemoryDriver({ maxEntries: 10, maxBytes: 1_000_000, purgeMemoryMs: 60_000, now: Date.now })
+  const tier = new SharedTier({ driver, bus, copies: new NearCopies({ now: Date.now }), alone, onError: () => {} })
+  const entry = (body: string): CacheEntry => createEntry(200, body, Date.now(), { freshMs: 300_000, staleMs: 0 })
+  return { tier, held, writes, bus, listener, alone, entry }
+}
+
+t.test('a write Redis refuses while it is up keeps that fill here, and every other key is still read from Redis', async (t) => {
+  const { tier, held, writes, alone, entry } = tierOverFlakyWrites()
+  const other = entry('"in Redis"')
+  held.set('other', other)
+  writes.failing.add('k')
+  const refused = entry('"refused"')
+  t.same(await tier.set('k', refused), refused, 'the fill is kept here')
+  t.same(await tier.get('k'), refused, 'and served from here')
+  t.same(await tier.get('other'), other, 'another key is still read from Redis')
+  writes.failing.clear()
+  await tier.set('next', entry('"next"'))
+  await eventually(() => alone.size === 0, 'handed over once Redis takes writes')
+  t.same(held.get('k'), refused, 'the refused fill is in Redis now')
+})
+
+t.test('a fill kept here while a hand-back is under way is not dropped by it, and goes with the next one', async (t) => {
+  const { tier, held, writes, bus, listener, alone, entry } = tierOverFlakyWrites()
+  bus.ready = false
+  listener.onLost?.()
+  const before = entry('"filled alone"')
+  await tier.set('a', before)
+  bus.ready = true
+  let open = (): void => {}
+  writes.gate = new Promise((resolve) => { open = resolve })
+  listener.onReady?.()
+  writes.failing.add('b')
+  const during = entry('"refused during the hand-back"')
+  const writing = tier.set('b', during)
+  open()
+  await writing
+  await eventually(() => held.get('a') === before, 'the entry filled alone is handed over')
+  t.same(await tier.get('b'), during, 'the fill kept here meanwhile is still served')
+  writes.failing.clear()
+  await tier.set('c', entry('"c"'))
+  await eventually(() => alone.size === 0, 'and handed over with the next write Redis takes')
+  t.same(held.get('b'), during)
 })
