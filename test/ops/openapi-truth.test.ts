@@ -80,7 +80,8 @@ const OPERATIONS: Array<[string, string]> = [
 /** Every operation, every status each can answer here: from a healthy service, a rate-limited one, a shedding one. */
 async function corpus (t: Test): Promise<{ recorded: Recorded[], document: Document }> {
   const slowClients = { headersMs: 300, requestMs: 400, checkIntervalMs: 100 }
-  const main = await service(t, { UPSTREAM_TIMEOUT_MS: '150' }, { slowClients })
+  // A list of origins here (answers then vary by Origin), `*` on the others.
+  const main = await service(t, { UPSTREAM_TIMEOUT_MS: '150', CORS_ORIGINS: 'https://app.example' }, { slowClients })
   const limited = await service(t, { RATE_LIMIT_PER_MINUTE: '1' })
   const shedding = await service(t, {}, { loadShedding: { maxHeapUsedBytes: 1, sampleInterval: 10 } })
   const { app, sim } = main
@@ -91,7 +92,7 @@ async function corpus (t: Test): Promise<{ recorded: Recorded[], document: Docum
   await send(app,
     { url: '/profile/alice' }, { url: '/profile/alice' }, { method: 'HEAD', url: '/profile/alice' },
     { url: '/profile/alice', headers: { 'if-none-match': await tagOf('/profile/alice') } },
-    { url: '/profile/alice', headers: { 'accept-encoding': 'br' } },
+    { url: '/profile/alice', headers: { 'accept-encoding': 'br', origin: 'https://app.example' } },
     { url: '/profile/ghost-1' }, { url: '/profile/a%01b', invalid: true }, { url: '/profile/%ZZ', invalid: true },
     { url: '/profile/alice/timeline' }, { url: '/profile/alice/timeline', headers: { 'if-none-match': await tagOf('/profile/alice/timeline') } },
     { url: '/profile/ghost-2/timeline' }, { url: `/profile/${'n'.repeat(129)}/timeline`, invalid: true },
