@@ -1,3 +1,5 @@
+import { isDeadline, withDeadline } from '../cancellation.ts'
+import { UPSTREAM_TIMEOUT } from '../errors.ts'
 import type { LoadBudget } from '../load-budget.ts'
 import type { CacheState, Priority, Resource } from '../resources.ts'
 import type { RedisBus } from '../redis/bus.ts'
@@ -38,7 +40,7 @@ export interface CacheStackOptions {
     claim: (key: string) => Promise<Claim | undefined>
     copies?: Omit<NearCopiesOptions, 'now'>
   }
-  budget: Pick<LoadBudget, 'purgeMemoryMs' | 'maxClaims'>
+  budget: Pick<LoadBudget, 'purgeMemoryMs' | 'maxClaims' | 'callerWaitMs' | 'callerMs'>
   /** When a hot entry is refreshed before it goes stale (see RefreshAhead). */
   refreshAhead?: RefreshAheadOptions
   now: () => number
@@ -61,6 +63,7 @@ export class CacheStack {
   readonly #loader: Loader
   readonly #flights = new Flights()
   readonly #refreshAhead: RefreshAhead
+  readonly #budget: CacheStackOptions['budget']
   readonly #now: () => number
   readonly #telemetry: CacheStackOptions['telemetry']
   readonly #onError: CacheStackOptions['onError']
@@ -83,6 +86,7 @@ export class CacheStack {
       onStoreError: (error, key) => { onError(error, key, 'store') }
     })
     this.#refreshAhead = new RefreshAhead(refreshAhead)
+    this.#budget = budget
     this.#now = now
     this.#telemetry = telemetry
     this.#onError = onError
@@ -143,9 +147,16 @@ export class CacheStack {
   async #loaded (
     key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal | undefined, cause: FlightCause
   ): Promise<Served> {
-    const entry = await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal, cause), cause, signal, () => {
-      this.#telemetry.coalescedWaiter(resource)
-    })
+    // However long the load takes (another instance's, say), its caller waits no longer than its own time.
+    const wait = withDeadline(signal, this.#budget.callerWaitMs)
+    let entry: CacheEntry
+    try {
+      entry = await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal, cause), cause, wait, () => {
+        this.#telemetry.coalescedWaiter(resource)
+      })
+    } catch (error) {
+      throw isDeadline(error) ? new UPSTREAM_TIMEOUT(this.#budget.callerMs) : error
+    }
     return { entry, state: cause === 'bypass' ? 'BYPASS' : 'MISS', at: this.#now() }
   }
 

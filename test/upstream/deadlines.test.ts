@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { Clock, eventually, metric, parseMetrics, stack, tally, usernames } from '../helper.ts'
+import { cacheStack, Clock, eventually, metric, parseMetrics, stack, tally, usernames } from '../helper.ts'
 
 // A caller's wait for the upstream, queue included, ends UPSTREAM_TIMEOUT_MS after it asked.
 
@@ -103,4 +103,23 @@ t.test('a full queue answers 503 UPSTREAM_OVERLOADED with Retry-After: what the 
   t.equal(refused.length, 1)
   t.match(refused[0]?.json(), { code: 'UPSTREAM_OVERLOADED' })
   t.equal(refused[0]?.headers['retry-after'], '3', '2.5 s, rounded up')
+})
+
+t.test('a caller waiting for another instance\'s load waits no longer than its own time, from when it asked', async (t) => {
+  // The upstream hangs: instance A's load holds the key's lock for its whole 2 s; B, asked meanwhile, waits for it.
+  const timeoutMs = 2_000
+  const { app, sim, another } = await cacheStack(t, { env: { UPSTREAM_TIMEOUT_MS: String(timeoutMs) } })
+  const b = await another()
+  sim.failAlways({ kind: 'hang' })
+  const first = app.inject('/profile/hung')
+  await eventually(() => sim.callsFor('profile', 'hung') === 1, 'A\'s call is at the upstream')
+  const asked = Date.now()
+  const waiter = await b.inject('/profile/hung')
+  const waitedMs = Date.now() - asked
+  t.equal(waiter.statusCode, 504)
+  t.equal(waiter.json().code, 'UPSTREAM_TIMEOUT')
+  // Before, B waited for A's lock (up to 2 s), then loaded itself (2 s more).
+  t.ok(waitedMs < timeoutMs + 1_000, `answered within its own time and a margin (${waitedMs} ms)`)
+  t.equal((await first).statusCode, 504)
+  sim.failAlways(undefined)
 })
