@@ -146,6 +146,114 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: never;
     responses: {
+        /** @description Request Timeout: `REQUEST_TIMEOUT` */
+        RequestTimeout: {
+            headers: {
+                /** @description `no-store`: the answer describes this moment */
+                "cache-control"?: "no-store";
+                /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                "x-request-id"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "statusCode": 408,
+                 *       "code": "REQUEST_TIMEOUT",
+                 *       "error": "Request Timeout",
+                 *       "message": "The request did not arrive in time"
+                 *     }
+                 */
+                "application/json": {
+                    statusCode: number;
+                    /** @enum {string} */
+                    code: "REQUEST_TIMEOUT";
+                    error: string;
+                    message: string;
+                };
+            };
+        };
+        /** @description URI Too Long: `URI_TOO_LONG` */
+        UriTooLong: {
+            headers: {
+                /** @description `no-store`: the answer describes this moment */
+                "cache-control"?: "no-store";
+                /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                "x-request-id"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "statusCode": 414,
+                 *       "code": "URI_TOO_LONG",
+                 *       "error": "URI Too Long",
+                 *       "message": "The request line is longer than 8000 octets"
+                 *     }
+                 */
+                "application/json": {
+                    statusCode: number;
+                    /** @enum {string} */
+                    code: "URI_TOO_LONG";
+                    error: string;
+                    message: string;
+                };
+            };
+        };
+        /** @description Expectation Failed: `EXPECTATION_FAILED` */
+        ExpectationFailed: {
+            headers: {
+                /** @description `no-store`: the answer describes this moment */
+                "cache-control"?: "no-store";
+                /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                "x-request-id"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "statusCode": 417,
+                 *       "code": "EXPECTATION_FAILED",
+                 *       "error": "Expectation Failed",
+                 *       "message": "The only expectation supported is \"Expect: 100-continue\""
+                 *     }
+                 */
+                "application/json": {
+                    statusCode: number;
+                    /** @enum {string} */
+                    code: "EXPECTATION_FAILED";
+                    error: string;
+                    message: string;
+                };
+            };
+        };
+        /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
+        HeadersTooLarge: {
+            headers: {
+                /** @description `no-store`: the answer describes this moment */
+                "cache-control"?: "no-store";
+                /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
+                "x-request-id"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "statusCode": 431,
+                 *       "code": "HEADERS_TOO_LARGE",
+                 *       "error": "Request Header Fields Too Large",
+                 *       "message": "The request's headers are larger than 16 KiB"
+                 *     }
+                 */
+                "application/json": {
+                    statusCode: number;
+                    /** @enum {string} */
+                    code: "HEADERS_TOO_LARGE";
+                    error: string;
+                    message: string;
+                };
+            };
+        };
         /** @description Not Found: `NOT_FOUND` */
         NotFound: {
             headers: {
@@ -259,33 +367,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request Timeout: `REQUEST_TIMEOUT` */
-            408: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 408,
-                     *       "code": "REQUEST_TIMEOUT",
-                     *       "error": "Request Timeout",
-                     *       "message": "The request did not arrive in time"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "REQUEST_TIMEOUT";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            408: components["responses"]["RequestTimeout"];
             /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
             413: {
                 headers: {
@@ -313,87 +395,9 @@ export interface operations {
                     };
                 };
             };
-            /** @description URI Too Long: `URI_TOO_LONG` */
-            414: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 414,
-                     *       "code": "URI_TOO_LONG",
-                     *       "error": "URI Too Long",
-                     *       "message": "The request line is longer than 8000 octets"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "URI_TOO_LONG";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Expectation Failed: `EXPECTATION_FAILED` */
-            417: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 417,
-                     *       "code": "EXPECTATION_FAILED",
-                     *       "error": "Expectation Failed",
-                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "EXPECTATION_FAILED";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
-            431: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 431,
-                     *       "code": "HEADERS_TOO_LARGE",
-                     *       "error": "Request Header Fields Too Large",
-                     *       "message": "The request's headers are larger than 16 KiB"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "HEADERS_TOO_LARGE";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            414: components["responses"]["UriTooLong"];
+            417: components["responses"]["ExpectationFailed"];
+            431: components["responses"]["HeadersTooLarge"];
             /** @description Internal Server Error: `INTERNAL_ERROR` */
             500: {
                 headers: {
@@ -473,33 +477,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request Timeout: `REQUEST_TIMEOUT` */
-            408: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 408,
-                     *       "code": "REQUEST_TIMEOUT",
-                     *       "error": "Request Timeout",
-                     *       "message": "The request did not arrive in time"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "REQUEST_TIMEOUT";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            408: components["responses"]["RequestTimeout"];
             /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
             413: {
                 headers: {
@@ -527,87 +505,9 @@ export interface operations {
                     };
                 };
             };
-            /** @description URI Too Long: `URI_TOO_LONG` */
-            414: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 414,
-                     *       "code": "URI_TOO_LONG",
-                     *       "error": "URI Too Long",
-                     *       "message": "The request line is longer than 8000 octets"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "URI_TOO_LONG";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Expectation Failed: `EXPECTATION_FAILED` */
-            417: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 417,
-                     *       "code": "EXPECTATION_FAILED",
-                     *       "error": "Expectation Failed",
-                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "EXPECTATION_FAILED";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
-            431: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 431,
-                     *       "code": "HEADERS_TOO_LARGE",
-                     *       "error": "Request Header Fields Too Large",
-                     *       "message": "The request's headers are larger than 16 KiB"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "HEADERS_TOO_LARGE";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            414: components["responses"]["UriTooLong"];
+            417: components["responses"]["ExpectationFailed"];
+            431: components["responses"]["HeadersTooLarge"];
             /** @description Internal Server Error: `INTERNAL_ERROR` */
             500: {
                 headers: {
@@ -697,33 +597,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request Timeout: `REQUEST_TIMEOUT` */
-            408: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 408,
-                     *       "code": "REQUEST_TIMEOUT",
-                     *       "error": "Request Timeout",
-                     *       "message": "The request did not arrive in time"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "REQUEST_TIMEOUT";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            408: components["responses"]["RequestTimeout"];
             /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
             413: {
                 headers: {
@@ -751,87 +625,9 @@ export interface operations {
                     };
                 };
             };
-            /** @description URI Too Long: `URI_TOO_LONG` */
-            414: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 414,
-                     *       "code": "URI_TOO_LONG",
-                     *       "error": "URI Too Long",
-                     *       "message": "The request line is longer than 8000 octets"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "URI_TOO_LONG";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Expectation Failed: `EXPECTATION_FAILED` */
-            417: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 417,
-                     *       "code": "EXPECTATION_FAILED",
-                     *       "error": "Expectation Failed",
-                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "EXPECTATION_FAILED";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
-            431: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 431,
-                     *       "code": "HEADERS_TOO_LARGE",
-                     *       "error": "Request Header Fields Too Large",
-                     *       "message": "The request's headers are larger than 16 KiB"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "HEADERS_TOO_LARGE";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            414: components["responses"]["UriTooLong"];
+            417: components["responses"]["ExpectationFailed"];
+            431: components["responses"]["HeadersTooLarge"];
             /** @description Internal Server Error: `INTERNAL_ERROR` */
             500: {
                 headers: {
@@ -1073,33 +869,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request Timeout: `REQUEST_TIMEOUT` */
-            408: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 408,
-                     *       "code": "REQUEST_TIMEOUT",
-                     *       "error": "Request Timeout",
-                     *       "message": "The request did not arrive in time"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "REQUEST_TIMEOUT";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            408: components["responses"]["RequestTimeout"];
             /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
             413: {
                 headers: {
@@ -1133,60 +903,8 @@ export interface operations {
                     };
                 };
             };
-            /** @description URI Too Long: `URI_TOO_LONG` */
-            414: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 414,
-                     *       "code": "URI_TOO_LONG",
-                     *       "error": "URI Too Long",
-                     *       "message": "The request line is longer than 8000 octets"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "URI_TOO_LONG";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Expectation Failed: `EXPECTATION_FAILED` */
-            417: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 417,
-                     *       "code": "EXPECTATION_FAILED",
-                     *       "error": "Expectation Failed",
-                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "EXPECTATION_FAILED";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            414: components["responses"]["UriTooLong"];
+            417: components["responses"]["ExpectationFailed"];
             /** @description Too Many Requests: `RATE_LIMITED` */
             429: {
                 headers: {
@@ -1222,33 +940,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
-            431: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 431,
-                     *       "code": "HEADERS_TOO_LARGE",
-                     *       "error": "Request Header Fields Too Large",
-                     *       "message": "The request's headers are larger than 16 KiB"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "HEADERS_TOO_LARGE";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            431: components["responses"]["HeadersTooLarge"];
             /** @description Internal Server Error: `INTERNAL_ERROR` */
             500: {
                 headers: {
@@ -1518,33 +1210,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request Timeout: `REQUEST_TIMEOUT` */
-            408: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 408,
-                     *       "code": "REQUEST_TIMEOUT",
-                     *       "error": "Request Timeout",
-                     *       "message": "The request did not arrive in time"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "REQUEST_TIMEOUT";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            408: components["responses"]["RequestTimeout"];
             /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
             413: {
                 headers: {
@@ -1578,60 +1244,8 @@ export interface operations {
                     };
                 };
             };
-            /** @description URI Too Long: `URI_TOO_LONG` */
-            414: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 414,
-                     *       "code": "URI_TOO_LONG",
-                     *       "error": "URI Too Long",
-                     *       "message": "The request line is longer than 8000 octets"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "URI_TOO_LONG";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Expectation Failed: `EXPECTATION_FAILED` */
-            417: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 417,
-                     *       "code": "EXPECTATION_FAILED",
-                     *       "error": "Expectation Failed",
-                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "EXPECTATION_FAILED";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            414: components["responses"]["UriTooLong"];
+            417: components["responses"]["ExpectationFailed"];
             /** @description Too Many Requests: `RATE_LIMITED` */
             429: {
                 headers: {
@@ -1667,33 +1281,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
-            431: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 431,
-                     *       "code": "HEADERS_TOO_LARGE",
-                     *       "error": "Request Header Fields Too Large",
-                     *       "message": "The request's headers are larger than 16 KiB"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "HEADERS_TOO_LARGE";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            431: components["responses"]["HeadersTooLarge"];
             /** @description Internal Server Error: `INTERNAL_ERROR` */
             500: {
                 headers: {
@@ -1975,33 +1563,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request Timeout: `REQUEST_TIMEOUT` */
-            408: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 408,
-                     *       "code": "REQUEST_TIMEOUT",
-                     *       "error": "Request Timeout",
-                     *       "message": "The request did not arrive in time"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "REQUEST_TIMEOUT";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            408: components["responses"]["RequestTimeout"];
             /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
             413: {
                 headers: {
@@ -2035,60 +1597,8 @@ export interface operations {
                     };
                 };
             };
-            /** @description URI Too Long: `URI_TOO_LONG` */
-            414: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 414,
-                     *       "code": "URI_TOO_LONG",
-                     *       "error": "URI Too Long",
-                     *       "message": "The request line is longer than 8000 octets"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "URI_TOO_LONG";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Expectation Failed: `EXPECTATION_FAILED` */
-            417: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 417,
-                     *       "code": "EXPECTATION_FAILED",
-                     *       "error": "Expectation Failed",
-                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "EXPECTATION_FAILED";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            414: components["responses"]["UriTooLong"];
+            417: components["responses"]["ExpectationFailed"];
             /** @description Too Many Requests: `RATE_LIMITED` */
             429: {
                 headers: {
@@ -2124,33 +1634,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
-            431: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 431,
-                     *       "code": "HEADERS_TOO_LARGE",
-                     *       "error": "Request Header Fields Too Large",
-                     *       "message": "The request's headers are larger than 16 KiB"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "HEADERS_TOO_LARGE";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            431: components["responses"]["HeadersTooLarge"];
             /** @description Internal Server Error: `INTERNAL_ERROR` */
             500: {
                 headers: {
@@ -2447,33 +1931,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request Timeout: `REQUEST_TIMEOUT` */
-            408: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 408,
-                     *       "code": "REQUEST_TIMEOUT",
-                     *       "error": "Request Timeout",
-                     *       "message": "The request did not arrive in time"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "REQUEST_TIMEOUT";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            408: components["responses"]["RequestTimeout"];
             /** @description Payload Too Large: `PAYLOAD_TOO_LARGE` */
             413: {
                 headers: {
@@ -2507,60 +1965,8 @@ export interface operations {
                     };
                 };
             };
-            /** @description URI Too Long: `URI_TOO_LONG` */
-            414: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 414,
-                     *       "code": "URI_TOO_LONG",
-                     *       "error": "URI Too Long",
-                     *       "message": "The request line is longer than 8000 octets"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "URI_TOO_LONG";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Expectation Failed: `EXPECTATION_FAILED` */
-            417: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 417,
-                     *       "code": "EXPECTATION_FAILED",
-                     *       "error": "Expectation Failed",
-                     *       "message": "The only expectation supported is \"Expect: 100-continue\""
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "EXPECTATION_FAILED";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            414: components["responses"]["UriTooLong"];
+            417: components["responses"]["ExpectationFailed"];
             /** @description Too Many Requests: `RATE_LIMITED` */
             429: {
                 headers: {
@@ -2596,33 +2002,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request Header Fields Too Large: `HEADERS_TOO_LARGE` */
-            431: {
-                headers: {
-                    /** @description `no-store`, except 404: `public, max-age=<seconds>` */
-                    "cache-control"?: string;
-                    /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
-                    "x-request-id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "statusCode": 431,
-                     *       "code": "HEADERS_TOO_LARGE",
-                     *       "error": "Request Header Fields Too Large",
-                     *       "message": "The request's headers are larger than 16 KiB"
-                     *     }
-                     */
-                    "application/json": {
-                        statusCode: number;
-                        /** @enum {string} */
-                        code: "HEADERS_TOO_LARGE";
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
+            431: components["responses"]["HeadersTooLarge"];
             /** @description Internal Server Error: `INTERNAL_ERROR` */
             500: {
                 headers: {

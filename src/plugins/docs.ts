@@ -4,7 +4,7 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
-import { DOCUMENT } from '../schemas/document.ts'
+import { DOCUMENT, referRefusals } from '../schemas/document.ts'
 import { DOCS_PREFIX } from './route-config.ts'
 
 /** The docs change only with a deploy: browsers may keep them an hour, and revalidate with their ETag. */
@@ -30,7 +30,11 @@ function tagOnce (tags: Map<string, string>, reply: FastifyReply, body: string):
  * it collects as they are added.
  */
 async function docs (app: FastifyInstance): Promise<void> {
-  await app.register(swagger, { openapi: DOCUMENT })
+  await app.register(swagger, {
+    openapi: DOCUMENT,
+    // Only OpenAPI documents are made here (never Swagger 2's `swaggerObject`).
+    transformObject: (made) => 'openapiObject' in made ? referRefusals(made.openapiObject) : made.swaggerObject
+  })
   // Its own scope: the docs' caching hooks never run on the data routes.
   await app.register(async (scope) => {
     // Tags per body, computed once: the docs' bodies are the same for the life of the process.

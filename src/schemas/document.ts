@@ -1,7 +1,7 @@
 import * as errors from '../errors.ts'
 import { errorBody, type CodedError } from './common.ts'
-import { ErrorBody } from './error-docs.ts'
-import { ALLOW_HEADER, READ_HEADERS_RULE, REQUEST_ID_HEADER, type HeaderDocs } from './headers.ts'
+import { ErrorBody, refusedBeforeRouting } from './error-docs.ts'
+import { ALLOW_HEADER, NO_STORE_HEADER, READ_HEADERS_RULE, REQUEST_ID_HEADER, type HeaderDocs } from './headers.ts'
 
 interface ResponseDoc {
   description: string
@@ -30,7 +30,9 @@ export const DOCUMENT = {
     version: '1',
     description: 'The Public Profile Lookup Service\'s three routes, same paths and bodies, cached and without credentials. ' +
       'Every error is `{statusCode, code, error, message}`; each operation lists the codes it can answer, those refused ' +
-      'before any route runs included (a malformed request, headers or a request line too long, too slow a client). ' +
+      'before any route runs included (a malformed request, headers or a request line too long, too slow a client): ' +
+      'those, the same for every operation, are written once in the components (`RequestTimeout`, `UriTooLong`, ' +
+      '`ExpectationFailed`, `HeadersTooLarge`). ' +
       'A request no operation matches answers `404 NOT_FOUND`, or `405 METHOD_NOT_ALLOWED` with `Allow` when its path ' +
       'has other methods (components `NotFound` and `MethodNotAllowed`). Every `GET` also answers `HEAD`, with the ' +
       `same status and headers and no body. ${READ_HEADERS_RULE}`
@@ -49,6 +51,10 @@ export const DOCUMENT = {
       adminToken: { type: 'http' as const, scheme: 'bearer', description: 'ADMIN_TOKEN, as `Authorization: Bearer <ADMIN_TOKEN>`' }
     },
     responses: {
+      ...Object.fromEntries(Object.entries(refusedBeforeRouting).map(([name, error]) => [name, componentResponse(error, {
+        ...NO_STORE_HEADER,
+        ...REQUEST_ID_HEADER
+      })])),
       NotFound: componentResponse(new errors.NOT_FOUND('GET', '/nowhere'), {
         'cache-control': { type: 'string', description: '`public, max-age=<NOT_FOUND_TTL_SECONDS>`' },
         ...REQUEST_ID_HEADER
@@ -60,4 +66,20 @@ export const DOCUMENT = {
       })
     }
   }
+}
+
+type Operations = Record<string, { responses: Record<string, unknown> }>
+
+/**
+ * Every operation refers to the answers refused before routing (@fastify/swagger's `transformObject`):
+ * the same whatever the route, they are written once, in the components. Responses in order of status.
+ */
+export function referRefusals<D extends { paths?: object }> (document: D): D {
+  for (const operations of Object.values(document.paths ?? {}) as Operations[]) {
+    for (const operation of Object.values(operations)) {
+      const refusals = Object.entries(refusedBeforeRouting).map(([name, error]) => [String(error.statusCode), { $ref: `#/components/responses/${name}` }])
+      operation.responses = Object.fromEntries([...Object.entries(operation.responses), ...refusals].sort(([a], [b]) => Number(a) - Number(b)))
+    }
+  }
+  return document
 }

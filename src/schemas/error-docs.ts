@@ -43,16 +43,23 @@ const uncounted: ErrorHeaderOptions = { rateLimited: false }
 const malformedUrl: CodedError = { statusCode: 400, code: 'BAD_REQUEST', message: '\'/profile/%ZZ\' is not a valid url component' }
 
 /**
- * What any operation can answer before its route runs (the request's framing, refused by Node's HTTP
- * parser or by plugins/http-edges.ts), or when something of ours fails.
+ * Refused before any route runs, the same for every operation (Node's HTTP parser, or plugins/http-edges.ts):
+ * the document lists them once, as components every operation refers to (see document.ts).
+ */
+export const refusedBeforeRouting = {
+  RequestTimeout: new errors.REQUEST_TIMEOUT(),
+  UriTooLong: new errors.URI_TOO_LONG(8000),
+  ExpectationFailed: new errors.EXPECTATION_FAILED(),
+  HeadersTooLarge: new errors.HEADERS_TOO_LARGE(maxHeaderSize / 1024)
+}
+
+/**
+ * What any operation can answer besides: a malformed request (its 400 shares a status with the route's own
+ * codes), a body too large (after the rate limit on a POST, from the parser on a GET), or a failure of ours.
  */
 const edgeErrors = [
   new errors.MALFORMED_REQUEST('Invalid header value char'),
-  new errors.REQUEST_TIMEOUT(),
   new errors.PAYLOAD_TOO_LARGE(),
-  new errors.URI_TOO_LONG(8000),
-  new errors.EXPECTATION_FAILED(),
-  new errors.HEADERS_TOO_LARGE(maxHeaderSize / 1024),
   new errors.INTERNAL_ERROR()
 ]
 

@@ -72,9 +72,6 @@ export interface ErrorHeaderOptions {
   rateLimited: boolean
 }
 
-/** Refused before any route runs (by Node's HTTP parser, or the framing checks): never counted, whatever the route. */
-const REFUSED_BEFORE_ROUTING = new Set([408, 414, 417, 431])
-
 /** Headers of an error answer with this status. */
 export function errorHeaders (status: number, { rateLimited }: ErrorHeaderOptions): HeaderDocs {
   return {
@@ -84,7 +81,7 @@ export function errorHeaders (status: number, { rateLimited }: ErrorHeaderOption
     ...(status === 401 ? WWW_AUTHENTICATE_HEADER : {}),
     // Only the data routes answer 404 (a negative cache entry); any other path's is the document's NotFound.
     ...(status === 404 ? CACHE_STATE_HEADERS : {}),
-    ...(rateLimited && !REFUSED_BEFORE_ROUTING.has(status) ? RATE_LIMIT_HEADERS : {})
+    ...(rateLimited ? RATE_LIMIT_HEADERS : {})
   }
 }
 

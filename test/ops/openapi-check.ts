@@ -29,6 +29,18 @@ function readable (headers: Exchange['responseHeaders']): Exchange['responseHead
   return Object.fromEntries(listed.filter(([name, value]) => name !== 'vary' || value !== ''))
 }
 
+/** The document with each response it refers to (`#/components/responses/…`) written in place, as the validator reads them. */
+export function resolveResponses<D extends Record<string, unknown>> (document: D): D & { paths: object } {
+  const components = (document.components as { responses: Responses }).responses
+  const paths = Object.fromEntries(Object.entries(document.paths as object).map(([path, operations]) => [path, Object.fromEntries(
+    Object.entries(operations as Record<string, { responses: Record<string, { $ref?: string }> }>).map(([method, operation]) => [method, {
+      ...operation,
+      responses: Object.fromEntries(Object.entries(operation.responses).map(([status, response]) =>
+        [status, response.$ref === undefined ? response : components[response.$ref.replace('#/components/responses/', '')]]))
+    }]))]))
+  return { ...document, paths }
+}
+
 /** The answers to a request no operation matches, from the document's components, as one operation to validate against. */
 const COMPONENTS_ID = 'components'
 
@@ -46,10 +58,8 @@ export class DocumentCheck {
   constructor (document: Record<string, unknown>, components: Record<number, string>) {
     const { responses } = document.components as { responses: Responses }
     const byStatus = Object.fromEntries(Object.entries(components).map(([status, name]) => [status, responses[name]]))
-    const definition = {
-      ...document,
-      paths: { ...document.paths as object, [`/${COMPONENTS_ID}`]: { get: { operationId: COMPONENTS_ID, responses: byStatus } } }
-    } as unknown as Definition
+    const paths = { ...resolveResponses(document).paths, [`/${COMPONENTS_ID}`]: { get: { operationId: COMPONENTS_ID, responses: byStatus } } }
+    const definition = { ...document, paths } as unknown as Definition
     this.#router = new OpenAPIRouter({ definition, ignoreTrailingSlashes: false })
     this.#validator = new OpenAPIValidator({ definition, router: this.#router })
   }
