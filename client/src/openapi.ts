@@ -567,6 +567,8 @@ export interface operations {
                         breaker: "closed" | "open" | "half_open";
                         /** @description only while `token` is `failing`: why no usable token can be had */
                         tokenReason?: string;
+                        /** @description only with UPSTREAM_MAX_RPS set: the upstream calls per second allowed now (halved after an upstream 429, then recovering), the fleet's, or this instance's share while Redis is away */
+                        upstreamBudgetRps?: number;
                     };
                 };
             };
@@ -695,6 +697,8 @@ export interface operations {
                         breaker?: "closed" | "open" | "half_open";
                         /** @description only while `token` is `failing`: why no usable token can be had */
                         tokenReason?: string;
+                        /** @description only with UPSTREAM_MAX_RPS set: the upstream calls per second allowed now (halved after an upstream 429, then recovering), the fleet's, or this instance's share while Redis is away */
+                        upstreamBudgetRps?: number;
                     };
                 };
             };

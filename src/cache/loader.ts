@@ -5,7 +5,7 @@ import type { PurgeMark, Tier } from './driver.ts'
 import type { StartLoad } from './flights.ts'
 
 /** Who loads a key across the instances sharing Redis: absent for the in-process cache, or while Redis is away. */
-export interface OwnerLocks {
+interface OwnerLocks {
   claim: (key: string) => Promise<Claim | undefined>
   /** How many times a load waits for another instance's (each wait lasts at most a lock's lifetime) before it goes ahead alone. */
   maxClaims: number

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandle
 import fp from 'fastify-plugin'
 import { RATE_LIMITED, withRetryAfter } from '../errors.ts'
 import { LocalRateCounts, type RateCounts } from '../rate-limit/rate-counts.ts'
-import { addOnRequest } from '../http/route-hooks.ts'
+import { prependOnRequest } from '../http/route-hooks.ts'
 import { RATE_LIMIT_WINDOW_MS, STANDALONE_RATE_LIMIT_CLIENTS } from '../rate-limit/policy.ts'
 import { SharedRateCounts } from '../redis/shared-rate-counts.ts'
 
@@ -64,7 +64,7 @@ async function clientRateLimit (app: FastifyInstance, { now = Date.now }: RateLi
   const countRequest: onRequestHookHandler = (request, reply, done) => { charge(request, reply, 1, done) }
   // Decided once per route: operational routes get no hook at all.
   app.addHook('onRoute', (route) => {
-    if (route.config?.operational !== true) addOnRequest(route, countRequest)
+    if (route.config?.operational !== true) prependOnRequest(route, countRequest)
   })
   app.decorate('chargeRateLimit', async (request: FastifyRequest, reply: FastifyReply, times: number) => {
     if (times <= 0) return

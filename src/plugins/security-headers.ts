@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { FastifyInstance, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import helmet, { type HelmetOptions } from 'helmet'
-import { addOnRequest } from '../http/route-hooks.ts'
+import { prependOnRequest } from '../http/route-hooks.ts'
 
 /**
  * Helmet's headers, tuned for a JSON API read by browsers on other origins: a content security policy
@@ -57,7 +57,7 @@ async function securityHeaders (app: FastifyInstance): Promise<void> {
     done()
   }
   app.addHook('onRoute', (route) => {
-    if (route.config?.htmlPages === true) addOnRequest(route, setDocsHeaders)
+    if (route.config?.htmlPages === true) prependOnRequest(route, setDocsHeaders)
   })
 }
 

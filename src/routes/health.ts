@@ -15,7 +15,11 @@ export const ReadinessBody = Type.Object({
     'the upstream access token (none: not needed yet; renewing: an exchange under way; failing: no usable token, from the first ' +
     'failed or unanswered exchange until one is held again)'),
   breaker: Literals(['closed', 'open', 'half_open'], 'the upstream circuit breaker'),
-  tokenReason: Type.Optional(Type.String({ description: 'only while `token` is `failing`: why no usable token can be had' }))
+  tokenReason: Type.Optional(Type.String({ description: 'only while `token` is `failing`: why no usable token can be had' })),
+  upstreamBudgetRps: Type.Optional(Type.Number({
+    description: 'only with UPSTREAM_MAX_RPS set: the upstream calls per second allowed now (halved after an upstream 429, then ' +
+      'recovering), the fleet\'s, or this instance\'s share while Redis is away'
+  }))
 }, {
   examples: [
     { status: 'degraded', redis: 'down', token: 'held', breaker: 'closed' },
@@ -73,11 +77,13 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (_request, reply) => {
     reply.header('cache-control', 'no-store')
     const failure = app.tokens.failure
+    const budget = app.upstream.budgetRate
     const report = readiness({
       redis: app.redisLayer === undefined ? 'not_configured' : app.redisLayer.health.up ? 'up' : 'down',
       token: app.tokens.state,
       breaker: app.upstream.breakerState,
-      ...(failure !== undefined && { tokenReason: failure })
+      ...(failure !== undefined && { tokenReason: failure }),
+      ...(budget !== undefined && { upstreamBudgetRps: Math.round(budget.rps * 100) / 100 })
     }, app.closing)
     if (report.status !== 'unavailable') return report
     reply.code(503)

@@ -83,3 +83,12 @@ t.test('a purge of an invalid username is 400 INVALID_USERNAME', async (t) => {
   t.equal(res.statusCode, 400)
   t.equal(res.json().code, 'INVALID_USERNAME')
 })
+
+t.test('wrong admin tokens are counted by the per-client rate limit: guessing it is slowed down like any request', async (t) => {
+  const { app } = await cacheStack(t, { env: { ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: '2' } })
+  const guess = async (): Promise<number> => (await app.inject({ method: 'POST', url: '/admin/purge/alice', headers: { authorization: 'Bearer guess' } })).statusCode
+  t.same([await guess(), await guess(), await guess()], [401, 401, 429])
+  const right = await app.inject({ method: 'POST', url: '/admin/purge/alice', headers: authorized })
+  t.equal(right.statusCode, 429, 'the right token waits for the window like the guesses')
+  t.equal(right.json().code, 'RATE_LIMITED')
+})
