@@ -53,7 +53,8 @@ export const FieldQuery = Type.Object({
   query: Type.String({
     pattern: `^${FIELD_NAME_PATTERN}$`,
     description: `the field to return, matched case-insensitively: one of ${QUERY_VALUES.map((value) => `\`${value}\``).join(', ')}`,
-    examples: ['credits', 'Credits', 'name']
+    // Offered one by one in the docs' Try it out; the pattern accepts any case of them.
+    examples: [...QUERY_VALUES]
   })
 })
 export type FieldQuery = Static<typeof FieldQuery>

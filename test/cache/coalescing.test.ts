@@ -39,15 +39,28 @@ t.test('when the instance that loads fails, the waiting instance is woken and lo
   t.equal(sim.callsFor('profile', 'flaky'), 2)
 })
 
-t.test('a lock whose owner died is waited for at most its lifetime, then the waiter loads itself', async (t) => {
-  const { app, sim, config } = await cacheStack(t, { env: { UPSTREAM_TIMEOUT_MS: '200' } })
+t.test('a lock whose owner died frees itself within its lifetime, then the waiter loads itself, within its own time', async (t) => {
+  const { app, sim, config } = await cacheStack(t, { env: { UPSTREAM_TIMEOUT_MS: '3000' } })
   const redis = rawRedis(t)
-  // Another instance took the lock and crashed: nobody will release it nor publish anything.
-  await redis.set(`${config.CACHE_KEY_PREFIX}v1:{orphan}:profile:lock`, 'crashed-owner', 'PX', 60_000)
+  // Another instance took the lock and crashed: nobody renews it, releases it nor publishes anything.
+  await redis.set(`${config.CACHE_KEY_PREFIX}v1:{orphan}:profile:lock`, 'crashed-owner', 'PX', 1_000)
   const started = Date.now()
   const res = await app.inject('/profile/orphan')
   t.equal(res.statusCode, 200)
   t.equal(res.headers['x-cache'], 'MISS')
-  t.ok(Date.now() - started >= 2 * 200 + 1_000 - 50, 'waited as long as a load may last (2 x UPSTREAM_TIMEOUT_MS + 1 s)')
+  t.ok(Date.now() - started >= 1_000 - 50, 'waited for the lock to free itself')
   t.equal(sim.callsFor('profile', 'orphan'), 1)
+})
+
+t.test('a lock held past a caller\'s time answers 504 at the caller\'s deadline, not when the lock frees', async (t) => {
+  const { app, sim, config } = await cacheStack(t, { env: { UPSTREAM_TIMEOUT_MS: '200' } })
+  const redis = rawRedis(t)
+  await redis.set(`${config.CACHE_KEY_PREFIX}v1:{held}:profile:lock`, 'a-hung-owner', 'PX', 60_000)
+  const started = Date.now()
+  const res = await app.inject('/profile/held')
+  const waitedMs = Date.now() - started
+  t.equal(res.statusCode, 504)
+  t.equal(res.json().code, 'UPSTREAM_TIMEOUT')
+  t.ok(waitedMs < 1_500, `answered within its time and a margin (${waitedMs} ms), not after the lock's 60 s`)
+  t.equal(sim.callsFor('profile', 'held'), 0)
 })
