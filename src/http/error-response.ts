@@ -1,4 +1,3 @@
-import { STATUS_CODES } from 'node:http'
 import type { FastifyError } from 'fastify'
 import { shortPrefix } from './caller-input.ts'
 import { MAX_REQUEST_LINE_OCTETS } from './request-line.ts'
@@ -16,8 +15,8 @@ const FASTIFY_ERRORS: ReadonlyMap<string, () => FastifyError> = new Map([
 
 /**
  * Any failure as the contract's body. Coded errors (a route's validation errors too) keep their safe
- * messages; Fastify's own client errors take the contract's code, or keep their status under a code
- * named after it; anything else is a 500 whose details only reach the log.
+ * messages; Fastify's own client errors take the contract's code, or one of CLIENT_ERROR_CODES; anything
+ * else is a 500 whose details only reach the log.
  */
 export function errorResponse (error: Partial<FastifyError>): ErrorResponse {
   if (error.code !== undefined && CONTRACT_CODES.has(error.code) && error.statusCode !== undefined) {
@@ -27,11 +26,22 @@ export function errorResponse (error: Partial<FastifyError>): ErrorResponse {
   if (named !== undefined) return errorBody(named())
   const status = error.statusCode ?? 500
   // Fastify's own messages may quote the URL or a header: only a short prefix of them goes back.
-  if (status >= 400 && status < 500) return errorBody({ statusCode: status, code: codeOfStatus(status), message: shortPrefix(error.message ?? '', 80) })
+  if (status >= 400 && status < 500) return errorBody({ ...clientError(status), message: shortPrefix(error.message ?? '', 80) })
   return errorBody(new errors.INTERNAL_ERROR())
 }
 
-/** `Payload Too Large` -> `PAYLOAD_TOO_LARGE`. */
-function codeOfStatus (status: number): string {
-  return (STATUS_CODES[status] ?? 'Error').toUpperCase().replace(/\W+/g, '_')
+/**
+ * The client errors Fastify and its plugins raise with no code of ours, each under a code the README's error
+ * table lists: a malformed URL or body, a body of a type no parser takes (FST_ERR_*); a path under the docs'
+ * static files that leaves their folder, a failed precondition or an unsatisfiable range (@fastify/static).
+ */
+const CLIENT_ERROR_CODES: ReadonlyMap<number, string> = new Map([
+  [400, 'BAD_REQUEST'], [403, 'FORBIDDEN'], [404, 'NOT_FOUND'], [412, 'PRECONDITION_FAILED'],
+  [415, 'UNSUPPORTED_MEDIA_TYPE'], [416, 'RANGE_NOT_SATISFIABLE']
+])
+
+/** Any other client error (none known) is answered as a bad request: a status and code of the table, never one outside it. */
+function clientError (status: number): { statusCode: number, code: string } {
+  const code = CLIENT_ERROR_CODES.get(status)
+  return code === undefined ? { statusCode: 400, code: 'BAD_REQUEST' } : { statusCode: status, code }
 }

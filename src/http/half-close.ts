@@ -1,5 +1,6 @@
-import type { IncomingMessage, Server, ServerResponse } from 'node:http'
+import type { Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
+import { pendingAnswers, type PendingAnswers } from './pending-answers.ts'
 
 /** How often a half-closed connection with an answer pending is probed: a caller that left is seen within this and a round trip. */
 const PROBE_EVERY_MS = 250
@@ -17,22 +18,15 @@ const PROBE_EVERY_MS = 250
  */
 export function answerHalfClosedRequests (server: Server): void {
   (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true
-  const pending = new WeakMap<Socket, Set<ServerResponse>>()
+  const pending = pendingAnswers(server)
   server.on('connection', (socket: Socket) => {
     socket.once('end', () => { probeWhilePending(socket, pending) })
   })
-  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-    // HTTP/1.0 clients may not be sent a 1xx answer.
-    if (request.httpVersion !== '1.1') return
-    const answers = pending.get(request.socket) ?? new Set()
-    pending.set(request.socket, answers)
-    answers.add(response)
-    response.once('close', () => answers.delete(response))
-  })
 }
 
-function probeWhilePending (socket: Socket, pending: WeakMap<Socket, Set<ServerResponse>>): void {
-  const waiting = (): ServerResponse[] => [...pending.get(socket) ?? []].filter((response) => !response.headersSent)
+function probeWhilePending (socket: Socket, pending: PendingAnswers): void {
+  // HTTP/1.0 clients may not be sent a 1xx answer.
+  const waiting = (): ServerResponse[] => pending.on(socket).filter((response) => !response.headersSent && response.req.httpVersion === '1.1')
   const probe = (): void => {
     const answers = waiting()
     if (answers.length === 0 || socket.destroyed) {

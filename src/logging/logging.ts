@@ -63,9 +63,20 @@ function safeError (value: unknown, depth = 0): SafeError {
   return safe
 }
 
-/** The request as Fastify's own lines (a failed write, say) name it: no header, the URL censored. */
-function safeRequest (request: { method: string, url: string, ip: string }): { method: string, url: string, remoteAddress: string } {
-  return { method: request.method, url: loggedUrl(request.url), remoteAddress: request.ip }
+/** What a `req` field may be: a Fastify request, or whatever else a log call names so (a node:http one, a partial one). */
+type LoggedRequest = { method?: unknown, url?: unknown, ip?: unknown }
+
+/**
+ * The request as Fastify's own lines (a failed write, say) name it: no header, the URL censored. A serializer
+ * that throws takes down whatever logged, an event listener the whole process: only string fields are named.
+ */
+function safeRequest (request: LoggedRequest | null): { method?: string, url?: string, remoteAddress?: string } {
+  const { method, url, ip } = request ?? {}
+  return {
+    ...(typeof method === 'string' && { method }),
+    ...(typeof url === 'string' && { url: loggedUrl(url) }),
+    ...(typeof ip === 'string' && { remoteAddress: ip })
+  }
 }
 
 function safeReply (reply: { statusCode: number }): { statusCode: number } {

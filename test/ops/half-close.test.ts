@@ -1,6 +1,8 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
+import { pendingAnswers } from '../../src/http/pending-answers.ts'
 import { eventually, metric, parseMetrics, stack } from '../helper.ts'
 
 // A caller is gone only when its connection closes: one that sends its request and then shuts its
@@ -62,4 +64,16 @@ t.test('a half-closed connection with no request under way is closed', async (t)
   const { app } = await stack(t)
   await app.listen({ port: 0, host: '127.0.0.1' })
   t.equal(await halfClosing(app, '').answer, '', 'nothing is sent, and the server ends its side too')
+})
+
+t.test('answers are tracked only while not on the socket: a hit, answered within Fastify\'s listener, is never tracked', async (t) => {
+  const { app } = await stack(t)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const tracked: boolean[] = []
+  // Registered after the tracker's own listener: sees what it kept.
+  app.server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    tracked.push(pendingAnswers(app.server).on(request.socket).includes(response))
+  })
+  for (let i = 0; i < 2; i++) t.match(finalAnswer(await halfClosing(app, COLD).answer).head, /^HTTP\/1\.1 200 OK/)
+  t.same(tracked, [true, false], 'the miss until it is answered; the hit not at all')
 })

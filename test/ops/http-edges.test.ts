@@ -1,4 +1,9 @@
+import { once } from 'node:events'
+import { readFileSync } from 'node:fs'
+import { connect } from 'node:net'
 import t, { type Test } from 'tap'
+import { errorResponse } from '../../src/http/error-response.ts'
+import { capturedLogger, eventually, stack } from '../helper.ts'
 import { exchange, listeningApp, type RawExchange } from './raw-http.ts'
 
 // Requests Node's HTTP parser refuses, and those it leaves to the server, on a real listening server.
@@ -34,6 +39,7 @@ const refused: Array<[string, string, number, string]> = [
   ['headers over 16 KiB', `GET /healthz HTTP/1.1\r\n${HOST}X-Padding: ${'a'.repeat(17_000)}\r\n\r\n`, 431, 'HEADERS_TOO_LARGE'],
   ['an HTTP/1.1 request without Host', 'GET /healthz HTTP/1.1\r\nOrigin: https://app.example\r\n\r\n', 400, 'MALFORMED_REQUEST'],
   ['an expectation other than 100-continue', `GET /healthz HTTP/1.1\r\n${HOST}Expect: 100-foo\r\n\r\n`, 417, 'EXPECTATION_FAILED'],
+  ['a request line with no version (taken for HTTP/0.9)', `GET /profile/alice\r\n${HOST}\r\n`, 400, 'MALFORMED_REQUEST'],
   ['CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nOrigin: https://app.example\r\n\r\n', 404, 'NOT_FOUND']
 ]
 
@@ -85,4 +91,112 @@ t.test('with a list of origins, raw answers carry @fastify/cors\'s headers: the 
   t.equal(malformed.headers['access-control-allow-origin'], undefined, 'a request the parser refused has no Origin to trust')
   t.match(malformed.headers.vary, /origin/i, 'caches keep it apart from answers to an origin')
   t.match(malformed.headers['access-control-expose-headers'], /x-request-id/)
+})
+
+/** Writes `request` (pipelined requests) on one connection at once, and splits what comes back, until the server closes, into answers. */
+async function pipelined (port: number, request: string): Promise<RawExchange[]> {
+  const socket = connect(port, '127.0.0.1')
+  const chunks: Buffer[] = []
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+  socket.write(request)
+  await once(socket, 'close')
+  const answers: RawExchange[] = []
+  for (let rest = Buffer.concat(chunks).toString('latin1'); rest.length > 0;) {
+    const end = rest.indexOf('\r\n\r\n')
+    const [statusLine = '', ...lines] = rest.slice(0, end < 0 ? rest.length : end).split('\r\n')
+    const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]))
+    const length = end < 0 ? rest.length : Number(headers['content-length'] ?? 0)
+    answers.push({ status: Number(statusLine.split(' ')[1]), headers, body: rest.slice(end + 4, end + 4 + length) })
+    rest = end < 0 ? '' : rest.slice(end + 4 + length)
+  }
+  return answers
+}
+
+const GOOD = `GET /healthz HTTP/1.1\r\n${HOST}\r\n`
+const PURGE = `POST /admin/purge/someone-else HTTP/1.1\r\n${HOST}Authorization: Bearer edge-admin-token\r\nContent-Type: application/json\r\n`
+
+t.test('pipelined requests are answered in order: a refusal, or a CONNECT\'s 404, waits for the answers owed before it', async (t) => {
+  t.equal((await exchange(port, `GET /profile/alice HTTP/1.1\r\n${HOST}Connection: close\r\n\r\n`)).status, 200, 'alice is cached')
+  const hit = `GET /profile/alice HTTP/1.1\r\n${HOST}\r\n`
+  const cases: Array<[string, string, number[], string]> = [
+    ['good then a header without a colon', GOOD + `GET /profile/bob HTTP/1.1\r\n${HOST}Broken\r\n\r\n`, [200, 400], 'MALFORMED_REQUEST'],
+    ['good then CONNECT', GOOD + 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\nOrigin: https://app.example\r\n\r\n', [200, 404], 'NOT_FOUND'],
+    ['a body longer than its Content-Length', `${PURGE}Content-Length: 2\r\n\r\n{}GARBAGE\r\n\r\n`, [200, 400], 'MALFORMED_REQUEST'],
+    // Both hits are answered within Fastify's listener; the second waits behind the first before it reaches the socket.
+    ['two hits then garbage', `${hit}${hit}GARBAGE\r\n\r\n`, [200, 200, 400], 'MALFORMED_REQUEST']
+  ]
+  for (const [what, request, statuses, code] of cases) {
+    const answers = await pipelined(port, request)
+    t.same(answers.map((answer) => answer.status), statuses, what)
+    const last = answers.at(-1)
+    if (last !== undefined) onContract(t, last, statuses.at(-1) ?? 0, code)
+    t.ok(answers.slice(0, -1).every((answer) => answer.headers.connection === 'keep-alive'), 'the first answers keep the connection')
+  }
+})
+
+t.test('with a slow upstream, a refused request pipelined after a miss is answered after it', async (t) => {
+  const { app, sim } = await stack(t, { env: { ADMIN_TOKEN: 'edge-admin-token' }, sim: { latencyMs: 300 } })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const { port: slow } = app.server.address() as { port: number }
+  const miss = (username: string): string => `GET /profile/${username} HTTP/1.1\r\n${HOST}\r\n`
+  const cases: Array<[string, string, number]> = [
+    ['garbage', `${miss('cold-1')}GARBAGE\r\n\r\n`, 400],
+    // The refused request is one its route was reading: its answer is the refusal, never awaited.
+    ['a bad chunk in the body of the next', `${miss('cold-2')}${PURGE}Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`, 400],
+    ['CONNECT', `${miss('cold-3')}CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\nOrigin: https://app.example\r\n\r\n`, 404]
+  ]
+  for (const [what, request, status] of cases) {
+    const answers = await pipelined(slow, request)
+    t.same(answers.map((answer) => [answer.status, answer.headers['x-cache']]), [[200, 'MISS'], [status, undefined]], what)
+    t.equal(Object.keys((JSON.parse(answers[0]?.body ?? '{}') as { user?: object }).user ?? {}).length, 10, 'the profile, whole')
+  }
+  t.equal(sim.callsFor('profile', 'cold-1'), 1)
+})
+
+t.test('a client that resets its connection while a CONNECT\'s answer waits behind a miss takes nothing down', async (t) => {
+  const { app, sim } = await stack(t, { sim: { latencyMs: 200 } })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const socket = connect((app.server.address() as { port: number }).port, '127.0.0.1')
+  socket.write(`GET /profile/resetter HTTP/1.1\r\n${HOST}\r\nCONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n`)
+  await eventually(() => sim.callsFor('profile', 'resetter') === 1, 'the miss is at the upstream')
+  socket.resetAndDestroy()
+  // The miss's answer is then written to a reset connection: the socket node:http handed over errs.
+  await eventually(async () => await new Promise<boolean>((resolve) => app.server.getConnections((_, n) => { resolve(n === 0) })), 'the connection is gone')
+  t.equal((await app.inject('/profile/resetter')).statusCode, 200, 'the process still serves')
+})
+
+t.test('at LOG_LEVEL=info every edge is answered and logged under the id it was answered with; a CONNECT by method and status', async (t) => {
+  const { logger, lines } = capturedLogger()
+  const logged = await listeningApp(t, {}, { logger: { ...logger, level: 'info' } })
+  for (const [what, request, status] of refused) {
+    const answer = await exchange(logged, request)
+    t.equal(answer.status, status, what)
+    await eventually(() => lines.some((line) => line.reqId === answer.headers['x-request-id'] && line.level === 30), `${what}: logged`)
+  }
+  const connects = lines.filter((line) => line.msg.startsWith('CONNECT answered'))
+  t.match(connects, [{ method: 'CONNECT', statusCode: 404, reqId: String }])
+  t.notOk('req' in (connects[0] ?? {}), 'no request object: it has no URL')
+  t.match(lines.find((line) => line.msg === 'request refused by the HTTP parser'), { code: 'HPE_INVALID_CONSTANT', statusCode: 400 })
+})
+
+/** The README's error table, as `<status> <code>` pairs. */
+const README_TABLE = new Set([...readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+  .matchAll(/^\|.*\|\s*([45]\d\d)\s*\|\s*`([A-Z_]+)`/gm)].map(([, status, code]) => `${status} ${code}`))
+
+t.test('the client errors Fastify and its plugins raise are answered under a status and code of the README\'s table', async (t) => {
+  const file = '/docs/static/swagger-ui.css'
+  const cases: Array<[string, string, number, string]> = [
+    ['a body that is not JSON', `${PURGE}Content-Length: 3\r\n\r\n{x}`, 400, 'BAD_REQUEST'],
+    ['a body with no Content-Type', `${PURGE.replace('Content-Type: application/json\r\n', '')}Content-Length: 2\r\n\r\n{}`, 415, 'UNSUPPORTED_MEDIA_TYPE'],
+    ['a body of another type', `${PURGE.replace('application/json', 'application/xml')}Content-Length: 4\r\n\r\n<a/>`, 415, 'UNSUPPORTED_MEDIA_TYPE'],
+    ['a docs file by a path with a NUL', `GET /docs/static/%00x HTTP/1.1\r\n${HOST}\r\n`, 403, 'FORBIDDEN'],
+    ['a docs file with a failed If-Match', `GET ${file} HTTP/1.1\r\n${HOST}If-Match: "nope"\r\n\r\n`, 412, 'PRECONDITION_FAILED'],
+    ['a docs file with a Range past its end', `GET ${file} HTTP/1.1\r\n${HOST}Range: bytes=99999999-\r\n\r\n`, 416, 'RANGE_NOT_SATISFIABLE']
+  ]
+  for (const [what, request, status, code] of cases) {
+    const answer = await exchange(port, request.replace(HOST, `${HOST}Connection: close\r\n`))
+    t.match(JSON.parse(answer.body), { statusCode: status, code }, what)
+    t.ok(README_TABLE.has(`${status} ${code}`), `${status} ${code} is in the README's table`)
+  }
+  t.match(errorResponse({ statusCode: 418, message: 'short and stout' }), { statusCode: 400, code: 'BAD_REQUEST' }, 'any other client error')
 })

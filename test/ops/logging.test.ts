@@ -127,6 +127,13 @@ t.test('a request Fastify logs itself is named by method, censored URL and addre
   t.same(line?.res, { statusCode: 200 })
 })
 
+t.test('the request serializer never throws: a request with no URL (node:http\'s CONNECT) or no fields is named by what it has', async (t) => {
+  const written: string[] = []
+  const log = pinoInto(written)
+  for (const req of [{ method: 'CONNECT' }, {}, null, { url: 42 }]) t.doesNotThrow(() => { log.info({ req }, 'edge') }, JSON.stringify(req))
+  t.same(written.map((line) => JSON.parse(line).req), [{ method: 'CONNECT' }, {}, {}, {}])
+})
+
 t.test('a credential a client put in the query string is censored in the request line', async (t) => {
   const { logger, lines, raw } = capturedLogger()
   const { app } = await stack(t, { logger })
