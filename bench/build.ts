@@ -1,9 +1,25 @@
 import { spawnSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 /** What `npm start` runs, relative to the repository root. */
 export const SERVER_ENTRY = 'dist/server.js'
+
+/**
+ * The node options `npm start` runs the server with (package.json's `start`, `node [options] dist/server.js`), so
+ * that the benchmark runs the service exactly as `npm start` does. Any other shape of the script stops the run.
+ */
+export function npmStartOptions (startScript: string): string[] {
+  const match = /^node((?:\s+--[\w-]+(?:=\S+)?)*)\s+dist\/server\.js$/.exec(startScript.trim())
+  if (match === null) throw new Error(`package.json's start script is not \`node [options] ${SERVER_ENTRY}\`: ${startScript}`)
+  return (match[1] ?? '').split(/\s+/).filter((option) => option !== '')
+}
+
+/** npmStartOptions of the repository at `root`. */
+export function npmStartOptionsAt (root: string): string[] {
+  const { scripts } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts?: { start?: string } }
+  return npmStartOptions(scripts?.start ?? '')
+}
 
 /**
  * Builds the service as `npm run build` does (tsc, tsconfig.build.json, into the gitignored dist/), so

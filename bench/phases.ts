@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { request, type Pool } from 'undici'
 import type { RunningChild } from './processes.ts'
-import type { BenchResults, ShelterRound } from './report.ts'
+import type { BenchResults, ShelterRound } from './results.ts'
 import { connectionsTo, countBy, simulatorCounts, stream, timedGet, type Timed } from './requests.ts'
 import { socketBurst } from './socket-burst.ts'
 import { percentile } from './stats.ts'
@@ -112,7 +112,7 @@ async function shelterFloor (bares: RunningChild[], requests: number): Promise<P
 export async function zipfMix (
   { service, simulatorUrl, requests, usernames, exponent, concurrency }:
   { service: RunningChild, simulatorUrl: string, requests: number, usernames: number, exponent: number, concurrency: number }
-): Promise<BenchResults['zipf']> {
+): Promise<Omit<NonNullable<BenchResults['zipf']>, 'serviceRssBytes'>> {
   const sample = zipfSampler(usernames, exponent, seededRandom(ZIPF_SEED))
   const names = Array.from({ length: requests }, () => `zipf-${sample()}`)
   const pool = connectionsTo(service.url, concurrency)
@@ -202,7 +202,7 @@ const BROWSER_CONNECTIONS = 6
  */
 export async function batchVsSingles (
   { service, usernames, pageViews }: { service: RunningChild, usernames: string[], pageViews: number }
-): Promise<BenchResults['batch']> {
+): Promise<NonNullable<BenchResults['batch']>> {
   const singlePaths = usernames.map((username) => `/profile/${encodeURIComponent(username)}`)
   const batchPath = `/profiles?${usernames.map((username) => `username=${encodeURIComponent(username)}`).join('&')}`
   const singlesPool = connectionsTo(service.url, BROWSER_CONNECTIONS)

@@ -32,9 +32,25 @@ export interface RunningChild {
   url: string
   /** Resident set size in bytes, read from /proc (Linux); undefined elsewhere. */
   rss: () => number | undefined
-  /** CPU time used so far (user + system) in ms, read from /proc (Linux); undefined elsewhere. */
-  cpuMs: () => number | undefined
+  /** The resident set now and at its peak so far, read from /proc (Linux); undefined elsewhere. */
+  memory: () => ResidentMemory | undefined
+  /** CPU time used so far, read from /proc (Linux); undefined elsewhere. */
+  cpu: () => CpuTimes | undefined
   stop: () => Promise<void>
+}
+
+/** CPU time (user + system) used so far, in ms. */
+export interface CpuTimes {
+  /** Every thread of the process: the main thread, V8's GC helpers, libuv's pool. */
+  processMs: number
+  /** The main thread alone: the one that runs the event loop, so every request. */
+  mainThreadMs: number
+}
+
+/** VmRSS and VmHWM, in bytes. */
+export interface ResidentMemory {
+  rssBytes: number
+  peakRssBytes: number
 }
 
 /**
@@ -73,7 +89,16 @@ export class ProcessGroup {
       const url = `http://${HOST}:${port}`
       await waitReady(`${url}${spec.readyPath}`, exited)
       const pid = child.pid as number
-      return { name: spec.name, pid, port, url, rss: () => residentBytes(pid), cpuMs: () => cpuMilliseconds(pid), stop: async () => await stopChild(child, exited) }
+      return {
+        name: spec.name,
+        pid,
+        port,
+        url,
+        rss: () => residentMemory(pid)?.rssBytes,
+        memory: () => residentMemory(pid),
+        cpu: () => cpuTimes(pid),
+        stop: async () => await stopChild(child, exited)
+      }
     } catch (error) {
       await stopChild(child, exited)
       const log = await readFile(logPath, 'utf8').catch(() => '')
@@ -130,21 +155,49 @@ async function stopChild (child: ChildProcess, exited: Promise<void>): Promise<v
 /** Linux reports CPU time in USER_HZ ticks, 100 per second on every mainstream architecture. */
 const MS_PER_TICK = 10
 
-function cpuMilliseconds (pid: number): number | undefined {
+export function cpuTimes (pid: number): CpuTimes | undefined {
   try {
-    // Fields after the command name (which may hold spaces, hence the last ')'): utime and stime are the 12th and 13th.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK
+    return {
+      processMs: statCpuMs(readFileSync(`/proc/${pid}/stat`, 'utf8')),
+      mainThreadMs: statCpuMs(readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8'))
+    }
   } catch {
     return undefined
   }
 }
 
-function residentBytes (pid: number): number | undefined {
+/** The CPU time every core of the machine spent busy so far (user, nice, system, irq, softirq, steal), in ms; undefined without /proc. */
+export function machineBusyMs (): number | undefined {
   try {
-    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
-    return match?.[1] === undefined ? undefined : Number(match[1]) * 1024
+    return busyMsOfProcStat(readFileSync('/proc/stat', 'utf8'))
+  } catch {
+    return undefined
+  }
+}
+
+/** The busy time of /proc/stat's first line (all cores), in ms: everything but idle and iowait. */
+export function busyMsOfProcStat (stat: string): number {
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = (stat.split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number)
+  return (user + nice + system + irq + softirq + steal) * MS_PER_TICK
+}
+
+/** utime + stime of a /proc stat line, in ms. */
+export function statCpuMs (stat: string): number {
+  // Fields after the command name (which may hold spaces, hence the last ')'): utime and stime are the 12th and 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK
+}
+
+function residentMemory (pid: number): ResidentMemory | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const kib = (field: string): number | undefined => {
+      const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(status)
+      return match?.[1] === undefined ? undefined : Number(match[1]) * 1024
+    }
+    const rssBytes = kib('VmRSS')
+    const peakRssBytes = kib('VmHWM')
+    return rssBytes === undefined || peakRssBytes === undefined ? undefined : { rssBytes, peakRssBytes }
   } catch {
     return undefined
   }

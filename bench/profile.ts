@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { profileOf } from '../dev/profiles.ts'
 import { buildService } from './build.ts'
-import { runRound, stopRunningLoad } from './load.ts'
+import { assertWrkInstalled, runRound, stopRunningLoad } from './load.ts'
 import { hitResponse, warm } from './phases.ts'
 import { ProcessGroup, type RunningChild } from './processes.ts'
 import { deleteKeysUnder, assertRedisReachable } from './redis-keys.ts'
@@ -21,7 +21,8 @@ const SECONDS = 10
 const CONNECTIONS = 50
 /**
  * Below saturation on purpose: a saturated service sheds load (503), and a profile of shedding says
- * nothing about a hit. At a fixed rate, busy time per request is what one hit costs.
+ * nothing about a hit. At a fixed rate, busy time per request is what one hit costs. The rate is approximate
+ * (wrk pauses each connection CONNECTIONS / RATE s between requests; above 50,000, no pause: full speed).
  */
 const RATE = integerSetting('BENCH_PROFILE_RATE', 2_000, 1, 100_000)
 const DEADLINE_MS = 180_000
@@ -37,6 +38,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => 
 setTimeout(() => { stop(1) }, DEADLINE_MS).unref()
 
 try {
+  assertWrkInstalled()
   buildService(ROOT, (line) => process.stdout.write(`${line}\n`))
   const simulator = await startSimulator(group, 50)
   const paths = Array.from({ length: 100 }, (_, index) => `/profile/hit-${index}`)
@@ -66,12 +68,13 @@ try {
       })
       await warm(server, paths)
     }
-    const round = await runRound(server, targetPaths, { connections: CONNECTIONS, seconds: SECONDS, rate: RATE })
+    const round = await runRound({ url: server.url, cpu: server.cpu, metrics: target === 'memory' || target === 'redis' }, targetPaths, { connections: CONNECTIONS, seconds: SECONDS, rate: RATE })
     // The profile is written when the process exits; SIGTERM makes it close and exit normally.
     await server.stop()
     const file = readdirSync(dir).find((name) => name.endsWith('.cpuprofile'))
     if (file === undefined) throw new Error(`no .cpuprofile in ${dir}`)
-    process.stdout.write(`${target}: ${Math.round(round.requestsPerSecond)} req/s, ${round.serverCpuUs.toFixed(1)} µs CPU per response (statuses ${JSON.stringify(round.statusCodes)}, X-Cache ${JSON.stringify(round.xCache)}), ` +
+    const served = round.served === undefined ? `status >= 400: ${round.non2xx}` : `statuses ${JSON.stringify(round.served.statuses)}, X-Cache ${JSON.stringify(round.served.xCache)}`
+    process.stdout.write(`${target}: ${Math.round(round.requestsPerSecond)} req/s, ${round.serverCpuUs.toFixed(1)} µs CPU per response (${served}), wrk ${Math.round(round.generatorCpu * 100)}% of a core, ` +
       `${Math.round(round.requestsPerSecond * SECONDS)} requests in ${SECONDS} s: ${join(dir, file)}\n`)
   }
 } catch (error) {

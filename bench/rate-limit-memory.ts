@@ -1,5 +1,5 @@
-import { LocalRateCounts } from '../src/http/rate-counts.ts'
-import { RATE_LIMIT_WINDOW_MS } from '../src/http/rate-limit-policy.ts'
+import { LocalRateCounts } from '../src/rate-limit/rate-counts.ts'
+import { RATE_LIMIT_WINDOW_MS } from '../src/rate-limit/policy.ts'
 
 // Heap per client of the in-process rate counts (no REDIS_URL), which sizes STANDALONE_RATE_LIMIT_CLIENTS:
 //   node --expose-gc bench/rate-limit-memory.ts [clients]

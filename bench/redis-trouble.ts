@@ -9,7 +9,7 @@ import { Redis } from 'ioredis'
 import type { Pool } from 'undici'
 import { warm } from './phases.ts'
 import { HOST, type ProcessGroup } from './processes.ts'
-import type { BenchResults } from './report.ts'
+import type { BenchResults } from './results.ts'
 import { connectionsTo, simulatorCounts, timedGet } from './requests.ts'
 import { percentile } from './stats.ts'
 import { startService, type Simulator } from './targets.ts'
@@ -30,7 +30,7 @@ interface Sample { startedAt: number, ms: number, status: number }
  */
 export async function redisTrouble (
   { group, simulator, logLevel, seconds }: { group: ProcessGroup, simulator: Simulator, logLevel: string, seconds: number }
-): Promise<BenchResults['redisTrouble']> {
+): Promise<NonNullable<BenchResults['redisTrouble']>> {
   const redis = await OwnRedis.start()
   const service = await startService(group, { name: 'service-redis-trouble', simulator, logLevel, redis: { url: redis.url, keyPrefix: 'pbff-bench-trouble:' } })
   const pool = connectionsTo(service.url, CONCURRENCY)

@@ -5,23 +5,30 @@ import { arch, cpus, loadavg, platform, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { buildService } from './build.ts'
-import { runRound, stopRunningLoad, type RoundResult } from './load.ts'
+import { checkFloor } from './floor-check.ts'
+import { hitPathRounds } from './hit-path.ts'
+import { assertWrkInstalled, stopRunningLoad } from './load.ts'
 import { batchVsSingles, hitResponse, shelterRounds, warm, zipfMix } from './phases.ts'
-import { ProcessGroup } from './processes.ts'
+import { ProcessGroup, type RunningChild } from './processes.ts'
 import { redisTrouble } from './redis-trouble.ts'
+import { scanPhase } from './scan.ts'
 import { deleteKeysUnder, assertRedisReachable } from './redis-keys.ts'
-import { integerSetting } from './settings.ts'
-import { renderReport, summarize, type BenchResults, type TargetSummary } from './report.ts'
+import { phaseSetting, integerSetting, PHASES } from './settings.ts'
+import type { BenchResults } from './results.ts'
+import { renderReport } from './render.ts'
 import { startBare, startService, startSimulator } from './targets.ts'
 
-// `npm run bench`: one run, on this machine, of what issues 6, 10 and 13 ask to measure. See bench/README.md.
+// `npm run bench`: one run, on this machine, of what issues 6, 10, 13, 22 and 23 ask to measure. See bench/README.md.
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const RESULT_FILE = join(ROOT, 'bench/results/latest.md')
 
 const settings = {
+  phases: phaseSetting('BENCH_PHASES'),
   upstreamLatencyMs: integerSetting('SIM_LATENCY_MS', 50, 0, 1_000),
   rounds: integerSetting('BENCH_ROUNDS', 5, 1, 20),
+  /** Rounds past BENCH_ROUNDS while fewer than that many were valid for every target (a busy machine). */
+  maxRounds: integerSetting('BENCH_MAX_ROUNDS', 8, 1, 30),
   roundSeconds: integerSetting('BENCH_ROUND_SECONDS', 5, 1, 30),
   connections: integerSetting('BENCH_CONNECTIONS', 50, 1, 500),
   logLevel: process.env.BENCH_LOG_LEVEL ?? 'info',
@@ -32,10 +39,19 @@ const settings = {
   shelterRounds: integerSetting('BENCH_SHELTER_ROUNDS', 5, 1, 20),
   redisTroubleSeconds: 5,
   zipf: { requests: 20_000, usernames: 10_000, exponent: 1.1, concurrency: 64 },
+  scan: { usernames: integerSetting('BENCH_SCAN_USERNAMES', 100_000, 1_000, 1_000_000), concurrency: 32, settleSeconds: 5 },
   listPage: { usernames: 50, pageViews: 100 }
 }
-/** Start-up, Zipf and the rest take well under three minutes on a busy 2-core machine; the rounds are counted. */
-const DEADLINE_MS = 180_000 + 20_000 * settings.shelterRounds + 1_500 * 2 * (settings.redisTroubleSeconds + 3) + 1_500 * settings.roundSeconds * 4 * (settings.rounds + 1)
+const runs = (phase: typeof PHASES[number]): boolean => settings.phases.includes(phase)
+/** Start-up and warming take well under a minute on a busy 2-core machine; each selected phase adds its own bound. */
+const DEADLINE_MS = 60_000 +
+  (runs('zipf') ? 60_000 : 0) +
+  (runs('herd') ? 20_000 * settings.shelterRounds : 0) +
+  (runs('list') ? 30_000 : 0) +
+  (runs('hit') ? 1_500 * 4 * (settings.warmUpSeconds + settings.roundSeconds * Math.max(settings.rounds, settings.maxRounds)) + 30_000 : 0) +
+  (runs('trouble') ? 1_500 * 2 * (settings.redisTroubleSeconds + 3) + 20_000 : 0) +
+  // Three scans, each at a few thousand usernames a second on a quiet machine: two minutes for 100,000 on a busy one.
+  (runs('scan') ? 3 * (120_000 * settings.scan.usernames / 100_000 + 30_000) : 0)
 
 /** The herd's instances, and its floor's: two of each. */
 const PAIR = ['a', 'b']
@@ -68,87 +84,98 @@ process.exit()
 
 async function bench (): Promise<BenchResults> {
   const machine = machineInfo()
+  if (runs('hit')) assertWrkInstalled()
   await assertRedisReachable(settings.redisUrl)
+  log(`phases: ${settings.phases.join(', ')} (BENCH_PHASES)`)
   log('building the service (tsc -p tsconfig.build.json)')
   const buildTypeErrors = buildService(ROOT, log)
   log(`run ${runId}: starting the simulator (${settings.upstreamLatencyMs} ms) and the in-process service instance`)
   const simulator = await startSimulator(group, settings.upstreamLatencyMs)
   const memory = await startService(group, { name: 'service-memory', simulator, logLevel: settings.logLevel })
 
-  log(`Zipf mix: ${settings.zipf.requests} requests over ${settings.zipf.usernames} usernames, in-process store, from cold`)
-  const zipfResult = await zipfMix({ service: memory, simulatorUrl: simulator.url, ...settings.zipf })
-  const serviceRssBytes = memory.rss()
+  let zipf: BenchResults['zipf']
+  if (runs('zipf')) {
+    log(`Zipf mix: ${settings.zipf.requests} requests over ${settings.zipf.usernames} usernames, in-process store, from cold`)
+    zipf = { ...await zipfMix({ service: memory, simulatorUrl: simulator.url, ...settings.zipf }), serviceRssBytes: memory.rss() }
+  }
 
   const paths = Array.from({ length: settings.warmedUsernames }, (_, index) => `/profile/hit-${index}`)
   log(`warming ${paths.length} usernames on the in-process store`)
   const bodies = await warm(memory, paths)
   // The floors send the hit of median body size, with the headers the load generator received with it.
-  const hit = await hitResponse(memory, medianLengthPath(paths, bodies))
+  const hitPath = medianLengthPath(paths, bodies)
+  const hit = await hitResponse(memory, hitPath)
   const bareOptions = { body: hit.body, headers: hit.headers, delayMs: settings.upstreamLatencyMs }
 
-  log(`shelter: ${settings.shelterRounds} rounds of ${settings.shelterRequests} concurrent requests for one cold username over two fresh instances,` +
-    ' and the same burst against two fresh bare Fastify instances holding each request for the upstream latency')
   const redis = { url: settings.redisUrl, keyPrefix }
-  let pairs = 0
-  let floorPairs = 0
-  const shelter = await shelterRounds({
-    rounds: settings.shelterRounds,
-    requests: settings.shelterRequests,
-    simulatorUrl: simulator.url,
-    username: `shelter-${runId}`,
-    startPair: async () => {
-      pairs++
-      return await Promise.all(PAIR.map(async (name) => await startService(group, { name: `service-redis-${pairs}${name}`, simulator, logLevel: settings.logLevel, redis })))
-    },
-    startFloorPair: async () => {
-      floorPairs++
-      return await Promise.all(PAIR.map(async (name) => await startBare(group, { ...bareOptions, name: `bare-shelter-${floorPairs}${name}` })))
-    }
-  })
-  // The hit path's Redis instance is one that has served a herd, as a production instance has.
-  const [redisA, ...others] = shelter.instances
-  if (redisA === undefined) throw new Error('the shelter rounds left no instance running')
-  await Promise.all(others.map(async (instance) => await instance.stop()))
-  log(`warming ${paths.length} usernames on the Redis store`)
-  await warm(redisA, paths)
-
-  log(`a list page: ${settings.listPage.usernames} warm usernames as single requests and as one batch, ${settings.listPage.pageViews} times`)
-  const listPage = Array.from({ length: settings.listPage.usernames }, (_, index) => `hit-${index}`)
-  const batch = await batchVsSingles({ service: memory, usernames: listPage, pageViews: settings.listPage.pageViews })
-  // A burst can leave V8 pretenuring a process's request objects for good (see src/v8-flags.ts): the yardstick gets a process that served none.
-  const bare = await startBare(group, bareOptions)
-
-  const targets = {
-    bare: { label: 'bare Fastify', server: bare, paths },
-    floor: { label: 'floor (bare, a hit\'s bytes)', server: bare, paths: paths.map((path) => `/floor${path}`) },
-    redis: { label: 'service, Redis', server: redisA, paths },
-    memory: { label: 'service, in-process', server: memory, paths }
+  let shelter: BenchResults['shelter']
+  let redisA: RunningChild | undefined
+  if (runs('herd')) {
+    log(`shelter: ${settings.shelterRounds} rounds of ${settings.shelterRequests} concurrent requests for one cold username over two fresh instances,` +
+      ' and the same burst against two fresh bare Fastify instances holding each request for the upstream latency')
+    let pairs = 0
+    let floorPairs = 0
+    const herd = await shelterRounds({
+      rounds: settings.shelterRounds,
+      requests: settings.shelterRequests,
+      simulatorUrl: simulator.url,
+      username: `shelter-${runId}`,
+      startPair: async () => {
+        pairs++
+        return await Promise.all(PAIR.map(async (name) => await startService(group, { name: `service-redis-${pairs}${name}`, simulator, logLevel: settings.logLevel, redis })))
+      },
+      startFloorPair: async () => {
+        floorPairs++
+        return await Promise.all(PAIR.map(async (name) => await startBare(group, { ...bareOptions, name: `bare-shelter-${floorPairs}${name}` })))
+      }
+    })
+    shelter = { requests: settings.shelterRequests, instances: PAIR.length, rounds: herd.rounds }
+    // The hit path's Redis instance is one that has served a herd, as a production instance has.
+    const [first, ...others] = herd.instances
+    await Promise.all(others.map(async (instance) => await instance.stop()))
+    redisA = first
   }
-  const order = [targets.bare, targets.floor, targets.redis, targets.memory]
-  const rounds = new Map(order.map((target): [string, RoundResult[]] => [target.label, []]))
-  const load = { connections: settings.connections, seconds: settings.roundSeconds }
-  for (const target of order) await runRound(target.server, target.paths, { ...load, seconds: settings.warmUpSeconds })
-  for (let round = 1; round <= settings.rounds; round++) {
-    for (const target of order) {
-      const result = await runRound(target.server, target.paths, load)
-      rounds.get(target.label)?.push(result)
-      log(`round ${round}/${settings.rounds} ${target.label}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms.toFixed(2)} ms, ${result.serverCpuUs.toFixed(1)} µs CPU per response`)
-    }
-  }
-  log(`Redis trouble: ${settings.redisTroubleSeconds} s hung, then ${settings.redisTroubleSeconds} s gone, under load, on a redis-server of its own`)
-  const troubleResult = await redisTrouble({ group, simulator, logLevel: settings.logLevel, seconds: settings.redisTroubleSeconds })
 
-  const summary = (target: { label: string }): TargetSummary => summarize(target.label, rounds.get(target.label) ?? [])
-  const { upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames } = settings
+  let batch: BenchResults['batch']
+  if (runs('list')) {
+    log(`a list page: ${settings.listPage.usernames} warm usernames as single requests and as one batch, ${settings.listPage.pageViews} times`)
+    const listPage = Array.from({ length: settings.listPage.usernames }, (_, index) => `hit-${index}`)
+    batch = await batchVsSingles({ service: memory, usernames: listPage, pageViews: settings.listPage.pageViews })
+  }
+
+  let hitResults: BenchResults['hit']
+  if (runs('hit')) {
+    redisA ??= await startService(group, { name: 'service-redis', simulator, logLevel: settings.logLevel, redis })
+    log(`warming ${paths.length} usernames on the Redis store`)
+    await warm(redisA, paths)
+    // A burst can leave V8 pretenuring a process's request objects for good (see src/v8-flags.ts): the yardstick gets a process that served none.
+    const bare = await startBare(group, bareOptions)
+    const floorCheck = await checkFloor({ port: memory.port, path: hitPath }, { port: bare.port, path: `/floor${hitPath}` })
+    log(`the floor sends ${floorCheck.floorHeaders.length} headers (a hit: ${floorCheck.hitHeaders.length}), ${floorCheck.floorBytes} bytes (a hit: ${floorCheck.hitBytes}),` +
+      ` the same body: ${floorCheck.sameBody}, fresh request ids: ${floorCheck.freshRequestIds}${floorCheck.differingValues.map((value) => `; differs: ${value}`).join('')}`)
+    const load = { connections: settings.connections, seconds: settings.roundSeconds, warmUpSeconds: settings.warmUpSeconds }
+    hitResults = { ...await hitPathRounds({ bare, redis: redisA, memory, paths, rounds: settings.rounds, maxRounds: settings.maxRounds, load, log }), floorCheck }
+  }
+
+  let trouble: BenchResults['redisTrouble']
+  if (runs('trouble')) {
+    log(`Redis trouble: ${settings.redisTroubleSeconds} s hung, then ${settings.redisTroubleSeconds} s gone, under load, on a redis-server of its own`)
+    trouble = await redisTrouble({ group, simulator, logLevel: settings.logLevel, seconds: settings.redisTroubleSeconds })
+  }
+
+  let scan: BenchResults['scan']
+  if (runs('scan')) scan = await scanPhase({ group, root: ROOT, logLevel: settings.logLevel, redisUrl: settings.redisUrl, keyPrefix, ...settings.scan, log })
+
+  const { phases, upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames } = settings
   return {
     machine,
-    settings: { upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames, buildTypeErrors },
-    hit: { bare: summary(targets.bare), floor: summary(targets.floor), redis: summary(targets.redis), memory: summary(targets.memory) },
-    shelter: { requests: settings.shelterRequests, instances: PAIR.length, rounds: shelter.rounds },
-    zipf: zipfResult,
-    memory: { serviceRssBytes },
-    batch,
-    redisTrouble: troubleResult
+    settings: { phases: [...phases], upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames, buildTypeErrors },
+    ...(hitResults !== undefined && { hit: hitResults }),
+    ...(shelter !== undefined && { shelter }),
+    ...(zipf !== undefined && { zipf }),
+    ...(batch !== undefined && { batch }),
+    ...(trouble !== undefined && { redisTrouble: trouble }),
+    ...(scan !== undefined && { scan })
   }
 }
 

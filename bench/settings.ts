@@ -6,3 +6,16 @@ export function integerSetting (name: string, fallback: number, min: number, max
   if (!Number.isInteger(value) || value < min || value > max) throw new Error(`${name} must be an integer from ${min} to ${max}, got ${raw}`)
   return value
 }
+
+/** The benchmark's phases, in the order a run takes them. */
+export const PHASES = ['zipf', 'herd', 'list', 'hit', 'trouble', 'scan'] as const
+export type Phase = typeof PHASES[number]
+
+/** A comma-separated list of phases from the environment (`BENCH_PHASES=hit`); unset or empty: all of them. */
+export function phaseSetting (name: string, raw = process.env[name]): Phase[] {
+  if (raw === undefined || raw.trim() === '') return [...PHASES]
+  const asked = raw.split(',').map((phase) => phase.trim()).filter((phase) => phase !== '')
+  const unknown = asked.filter((phase) => !(PHASES as readonly string[]).includes(phase))
+  if (unknown.length > 0) throw new Error(`${name}: unknown phase ${unknown.join(', ')} (the phases: ${PHASES.join(', ')})`)
+  return PHASES.filter((phase) => asked.includes(phase))
+}

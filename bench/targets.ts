@@ -1,5 +1,6 @@
 import { ConfigSchema } from '../src/config.ts'
-import { SERVER_ENTRY } from './build.ts'
+import { fileURLToPath } from 'node:url'
+import { npmStartOptionsAt, SERVER_ENTRY } from './build.ts'
 import { HOST, type ProcessGroup, type RunningChild } from './processes.ts'
 
 /** The simulator's default credentials; the service is given the same ones. */
@@ -19,9 +20,9 @@ export interface Simulator extends RunningChild {
   latencyMs: number
 }
 
-export async function startSimulator (group: ProcessGroup, latencyMs: number): Promise<Simulator> {
+export async function startSimulator (group: ProcessGroup, latencyMs: number, name = 'simulator'): Promise<Simulator> {
   const child = await group.start({
-    name: 'simulator',
+    name,
     args: ['--import', 'tsx', 'dev/simulator-server.ts'],
     readyPath: '/__sim/stats',
     env: { ...baseEnv(), SIM_PORT: '0', SIM_HOST: HOST, SIM_LATENCY_MS: String(latencyMs), CLIENT_ID, CLIENT_SECRET }
@@ -37,9 +38,13 @@ export interface ServiceOptions {
   redis?: { url: string, keyPrefix: string }
   /** Flags for node before the entry, e.g. `--cpu-prof`. */
   nodeArgs?: string[]
+  /** NODE_OPTIONS, as an image or a manifest sets it; unset: none (the parent's is never passed on). */
+  nodeOptions?: string
+  /** Run as the image runs it (its CMD: `node dist/server.js`), not with `npm start`'s node options. */
+  asImage?: boolean
 }
 
-/** The built service, as `npm start` runs it (see build.ts), configured only by its environment. */
+/** The built service, as `npm start` runs it (its node options included, see build.ts), configured only by its environment. */
 export async function startService (group: ProcessGroup, options: ServiceOptions): Promise<RunningChild> {
   const env: Record<string, string> = {
     ...baseEnv(),
@@ -54,11 +59,13 @@ export async function startService (group: ProcessGroup, options: ServiceOptions
     // No load balancer to drain: an instance the run is done with stops at once, not after 5 s of readiness 503s.
     SHUTDOWN_DELAY_MS: '0'
   }
+  if (options.nodeOptions !== undefined && options.nodeOptions !== '') env.NODE_OPTIONS = options.nodeOptions
   if (options.redis !== undefined) {
     env.REDIS_URL = options.redis.url
     env.CACHE_KEY_PREFIX = options.redis.keyPrefix
   }
-  return await group.start({ name: options.name, args: [...(options.nodeArgs ?? []), SERVER_ENTRY], readyPath: '/healthz', env: { ...env, PORT: '0' } })
+  const startOptions = options.asImage === true ? [] : npmStartOptionsAt(fileURLToPath(new URL('..', import.meta.url)))
+  return await group.start({ name: options.name, args: [...startOptions, ...(options.nodeArgs ?? []), SERVER_ENTRY], readyPath: '/healthz', env: { ...env, PORT: '0' } })
 }
 
 /**
@@ -78,12 +85,12 @@ export async function startBare (
   })
 }
 
-/** The parent's environment without any of the service's variables: each child gets exactly what it is given. */
+/** The parent's environment without any of the service's variables nor NODE_OPTIONS: each child gets exactly what it is given. */
 function baseEnv (): Record<string, string> {
   const env: Record<string, string> = {}
   const serviceKeys = new Set(Object.keys(ConfigSchema.properties))
   for (const [key, value] of Object.entries(process.env)) {
-    if (value !== undefined && !serviceKeys.has(key) && !key.startsWith('SIM_')) env[key] = value
+    if (value !== undefined && !serviceKeys.has(key) && !key.startsWith('SIM_') && key !== 'NODE_OPTIONS') env[key] = value
   }
   return env
 }

@@ -6,6 +6,8 @@ import t from 'tap'
 import { createServer, type AddressInfo } from 'node:net'
 import { ProcessGroup } from '../processes.ts'
 import { socketBurst } from '../socket-burst.ts'
+import { checkFloor } from '../floor-check.ts'
+import { startBare } from '../targets.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -73,4 +75,21 @@ t.test('a child that never reports a port fails start() once it exits', async (t
   const group = new ProcessGroup({ root, logDir })
   t.teardown(() => rmSync(logDir, { recursive: true, force: true }))
   await t.rejects(group.start({ name: 'silent', args: ['-e', 'setTimeout(() => {}, 200)'], readyPath: '/', env: {} }), /silent did not start: the process exited/)
+})
+
+t.test('the floor answers with the headers and body it was given, and a fresh request id each time', async (t) => {
+  const logDir = mkdtempSync(join(tmpdir(), 'pbff-bench-test-'))
+  const group = new ProcessGroup({ root, logDir })
+  t.teardown(async () => {
+    await group.stopAll()
+    rmSync(logDir, { recursive: true, force: true })
+  })
+  const body = '{"user":{"username":"é"}}'
+  const bare = await startBare(group, { body, headers: { 'content-type': 'application/json; charset=utf-8', 'x-cache': 'HIT', etag: '"1"' }, delayMs: 0 })
+  const check = await checkFloor({ port: bare.port, path: '/floor/profile/a' }, { port: bare.port, path: '/floor/profile/b' })
+  t.ok(check.sameBody)
+  t.equal(check.bodyBytes, Buffer.byteLength(body), 'bytes, not characters')
+  t.ok(check.freshRequestIds)
+  t.same(check.floorHeaders.filter((name) => ['content-type', 'x-cache', 'etag', 'x-request-id', 'content-length'].includes(name)).sort(),
+    ['content-length', 'content-type', 'etag', 'x-cache', 'x-request-id'])
 })

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import { parse } from 'yaml'
+import { imageNodeOptions, manifestMemoryLimit, memoryBytes } from '../../../bench/container.ts'
 import { ConfigSchema, loadConfig } from '../../../src/config.ts'
 
 interface Service {
@@ -16,6 +17,7 @@ interface Service {
   healthcheck?: { test: string[] }
   depends_on?: Record<string, { condition: string }>
   stop_grace_period?: string
+  mem_limit?: string | number
 }
 
 const root = new URL('../../../', import.meta.url)
@@ -142,6 +144,13 @@ t.test('every variable of the BFF is a configuration variable, and together they
     'Docker waits longer than the server\'s drain delay and its shutdown bound together')
 })
 
+t.test('the BFF\'s container has the manifest\'s memory limit, and the image\'s NODE_OPTIONS size the heap from it', async (t) => {
+  const manifest = manifestMemoryLimit(readFileSync(new URL('deploy/kubernetes/base/deployment.yaml', root), 'utf8'))
+  t.equal(memoryBytes(String(service('bff').mem_limit).replace(/m$/, 'Mi')), manifest, 'as in Kubernetes')
+  t.notOk('NODE_OPTIONS' in (service('bff').environment ?? {}), 'the image\'s NODE_OPTIONS apply')
+  t.match(imageNodeOptions(read('Dockerfile')), /--max-old-space-size-percentage=\d+/)
+})
+
 t.test('the simulator target runs a file the build produces', async (t) => {
   const built = /^CMD \["node", "(dist\/dev\/.+\.js)"\]$/m.exec(stage('simulator'))?.[1] ?? ''
   t.match(built, /^dist\/dev\/(.+)\.js$/)
@@ -170,4 +179,5 @@ t.test('docker-compose parses the file, observability profile included', {
   const resolved = parse(parsed.stdout) as { services: Record<string, Service> }
   t.same(Object.keys(resolved.services).sort(), Object.keys(services).sort())
   t.equal(resolved.services.bff?.environment?.ADMIN_TOKEN, '', 'an unset ADMIN_TOKEN interpolates to nothing')
+  t.equal(resolved.services.bff?.mem_limit, service('bff').mem_limit, 'the memory limit is kept')
 })

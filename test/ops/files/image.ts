@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import t from 'tap'
+import { imageNodeOptions } from '../../../bench/container.ts'
 import { buildApp } from '../../../src/app.ts'
 import { freePort, simulator, testConfig } from '../../helper.ts'
 import { request } from 'undici'
@@ -40,6 +41,22 @@ t.test('the service is the default (last) target: production dependencies and co
   t.match(service, /^HEALTHCHECK .* CMD \["healthcheck", "\/healthz"\]$/m)
   t.match(service, /^CMD \["node", "dist\/server\.js"\]$/m)
   t.match(stage('simulator'), /^USER 1000:1000$/m)
+})
+
+t.test('the service\'s heap is sized from its container\'s memory limit, and Node takes the options from NODE_OPTIONS', async (t) => {
+  const options = imageNodeOptions(dockerfile)
+  t.match(stage('service'), /^ENV NODE_OPTIONS="[^"]+"$/m, 'an ENV of the service stage')
+  t.match(options, /(?:^| )--max-old-space-size-percentage=25(?: |$)/, 'a quarter of the memory limit for the old generation')
+  t.match(options, /(?:^| )--max-semi-space-size=16(?: |$)/, 'a young generation of a fixed size')
+  t.notMatch(options, /--max-old-space-size=/, 'no fixed old generation, which would ignore the limit')
+  // Here there is no container: Node takes the percentage of the machine's memory (or of this process's cgroup limit).
+  const heap = spawnSync(process.execPath, ['-p', 'JSON.stringify([v8.getHeapStatistics().heap_size_limit, Math.min(os.totalmem(), process.constrainedMemory() || Infinity)])'], {
+    encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: options }
+  })
+  t.equal(heap.status, 0, heap.stderr)
+  const [limit = 0, memory = 0] = JSON.parse(heap.stdout) as number[]
+  const mib = 1024 * 1024
+  t.equal(Math.round(limit / mib), Math.floor(memory * 0.25 / mib) + 3 * 16, 'V8\'s heap limit: 25% of the memory, and 3 x 16 MiB for the young generation')
 })
 
 t.test('.dockerignore lets in only what the stages copy', async (t) => {

@@ -8,6 +8,8 @@ import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2'
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1'
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1'
 import type { IContainer } from 'kubernetes-models/v1/Container'
+import { heapMiB, imageNodeOptions, memoryBytes, resolvedInContainer } from '../../../bench/container.ts'
+import { DEFAULT_MAX_BYTES } from '../../../src/cache/memory-driver.ts'
 import { ConfigSchema, loadConfig, type Config } from '../../../src/config.ts'
 import { stack } from '../../helper.ts'
 
@@ -145,6 +147,19 @@ t.test('the Redis Cluster overlay: REDIS_CLUSTER=true, a seed node without a dat
   t.equal(new URL(config.REDIS_URL ?? '').pathname, '', 'a cluster has no /db')
   const base = kustomize('base')
   t.same(find<Deployment>(manifests, 'Deployment'), find<Deployment>(base, 'Deployment'))
+})
+
+t.test('memory: the image\'s NODE_OPTIONS size the heap from the container\'s limit, which holds the in-process store with room to spare', async (t) => {
+  const deployment = find<Deployment>(baseFiles(), 'Deployment')
+  const [container] = deployment.spec?.template.spec?.containers ?? [] as IContainer[]
+  t.equal(container?.env?.find((variable) => variable.name === 'NODE_OPTIONS'), undefined, 'the image\'s NODE_OPTIONS apply')
+  const limit = memoryBytes(String(container?.resources?.limits?.memory))
+  const request = memoryBytes(String(container?.resources?.requests?.memory))
+  const { oldSpace = 0, youngSpace = 0 } = heapMiB(resolvedInContainer(imageNodeOptions(readFileSync(new URL('../../Dockerfile', root), 'utf8')), limit))
+  const mib = 1024 * 1024
+  t.ok(oldSpace * mib >= 2 * DEFAULT_MAX_BYTES, `the old generation (${oldSpace} MiB) holds the in-process store's ${DEFAULT_MAX_BYTES / mib} MiB twice over`)
+  t.ok((oldSpace + youngSpace) * mib <= limit / 2, `V8's heap (${oldSpace} + ${youngSpace} MiB) is at most half the limit: the rest is Node's own, code and buffers`)
+  t.ok(request <= limit)
 })
 
 t.test('the Secret is a template: every key a configuration variable, no value', async (t) => {

@@ -15,3 +15,14 @@ t.test('the server\'s V8 flags take effect when set at start-up: baseline code o
   t.equal(status(false) & BASELINE, 0, 'without them, a function called once is still interpreted')
   t.equal(status(true) & BASELINE, BASELINE, 'with them, it has baseline code')
 })
+
+t.test('the heap\'s sizes are fixed before any JavaScript runs: NODE_OPTIONS sets them, v8-flags.ts could not', async (t) => {
+  const limit = (nodeOptions: string, script = ''): number => {
+    const run = spawnSync(process.execPath, ['-p', `${script} v8.getHeapStatistics().heap_size_limit`], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: nodeOptions } })
+    if (run.status !== 0) throw new Error(run.stderr)
+    return Number(run.stdout.trim())
+  }
+  const mib = 1024 * 1024
+  t.equal(limit('--max-old-space-size=128 --max-semi-space-size=16') / mib, 128 + 3 * 16, 'at start-up: the old generation and three semi-spaces')
+  t.equal(limit('', 'v8.setFlagsFromString(\'--max-old-space-size=128\'); v8.setFlagsFromString(\'--max-semi-space-size=16\');'), limit(''), 'at run time: no change')
+})
