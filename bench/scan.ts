@@ -64,9 +64,10 @@ export async function scan (
     const seconds = (performance.now() - started) / 1000
     sampling.running = false
     await sampler
-    const peakRss = service.memory()?.peakRssBytes ?? Number.NaN
     await sleep(settleSeconds * 1000)
     const settled = await memoryOf(service)
+    // VmHWM, read last: the peak over the whole life of the instance, the settling included.
+    const peakRss = service.memory()?.peakRssBytes ?? Number.NaN
     return {
       label: target.label,
       nodeOptions: target.nodeOptions,
