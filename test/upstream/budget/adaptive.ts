@@ -76,7 +76,8 @@ t.test('calls after a halving keep to the halved rate as it recovers', async (t)
   const recovered = clock.now()
   await timers.advance(1_000)
   const last = calls.granted.filter((grant) => grant.at >= recovered).length
-  t.ok(last >= 45 && last <= 50, `${last} calls in a second once recovered`)
+  // 50 calls/s, and those the two instances held when the second began (a lease's slice each, on real Redis timing).
+  t.ok(last >= 45 && last <= 50 + 2 * 3, `${last} calls in a second once recovered`)
   done.abort()
   await timers.idle()
 })
