@@ -3,7 +3,7 @@ import type { Socket } from 'node:net'
 import { pendingAnswers, type PendingAnswers } from './pending-answers.ts'
 
 /** How often a half-closed connection with an answer pending is probed: a caller that left is seen within this and a round trip. */
-const PROBE_EVERY_MS = 250
+const PROBE_EVERY_MS = 100
 
 /**
  * Answers a request whose client shut its writing side after sending it (a common client and proxy

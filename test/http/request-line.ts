@@ -1,5 +1,5 @@
 import t from 'tap'
-import { exchange, listeningApp } from './raw-http.ts'
+import { exchange, listeningApp } from '../ops/raw-http.ts'
 
 // Request lines up to 8,000 octets are accepted (RFC 9110, 4.1): any username in one is answered as a username.
 

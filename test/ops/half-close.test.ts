@@ -36,7 +36,7 @@ const COLD = 'GET /profile/half-closer HTTP/1.1\r\nHost: localhost\r\n\r\n'
 
 t.test('a half-closed request for a cold username is answered once the upstream has, then the connection ends', async (t) => {
   // The upstream takes a while: the half-close reaches the service long before the answer does.
-  const { app, sim } = await stack(t, { sim: { latencyMs: 600 } })
+  const { app, sim } = await stack(t, { sim: { latencyMs: 300 } })
   await app.listen({ port: 0, host: '127.0.0.1' })
   const { interim, head, body } = finalAnswer(await halfClosing(app, COLD).answer)
   t.ok(interim.length >= 1, 'told it is being processed meanwhile')

@@ -95,14 +95,15 @@ t.test('a queued call is not sent once its caller\'s remaining time is below wha
 })
 
 t.test('a full queue answers 503 UPSTREAM_OVERLOADED with Retry-After: what the upstream has been taking, in whole seconds', async (t) => {
-  const { app, sim } = await slowUpstream(t, 2_500, { UPSTREAM_TIMEOUT_MS: '3000' })
+  const { app, sim } = await slowUpstream(t, 1_500, { UPSTREAM_TIMEOUT_MS: '1800' })
   sim.failAlways({ kind: 'hang' })
   // One slot and eight places: the tenth lookup finds the queue full.
-  const responses = await Promise.all(usernames(10).map(async (name) => await app.inject(`/profile/${name}`)))
-  const refused = responses.filter((res) => res.statusCode === 503)
-  t.equal(refused.length, 1)
-  t.match(refused[0]?.json(), { code: 'UPSTREAM_OVERLOADED' })
-  t.equal(refused[0]?.headers['retry-after'], '3', '2.5 s, rounded up')
+  const lookups = usernames(10).map(async (name) => await app.inject(`/profile/${name}`))
+  // The refusal is answered at once; the nine others wait out their deadlines (answered 504 as the app closes).
+  const refused = await Promise.race(lookups)
+  t.equal(refused.statusCode, 503)
+  t.match(refused.json(), { code: 'UPSTREAM_OVERLOADED' })
+  t.equal(refused.headers['retry-after'], '2', '1.5 s, rounded up')
 })
 
 t.test('a caller waiting for another instance\'s load waits no longer than its own time, from when it asked', async (t) => {

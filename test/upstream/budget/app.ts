@@ -1,5 +1,5 @@
 import t from 'tap'
-import { Clock, metric, parseMetrics, stack } from '../helper.ts'
+import { Clock, metric, parseMetrics, stack } from '../../helper.ts'
 
 // The fleet's upstream budget, wired into the app (issue 25): callers with nothing to serve are refused at their
 // deadline rather than sent past the budget; a caller with a stale entry is served at once; an upstream 429 halves it.
