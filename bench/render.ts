@@ -1,3 +1,4 @@
+import { budgetSection, budgetVerdicts } from './budget-report.ts'
 import type { RoundResult } from './load.ts'
 import { invalidReasons, ratioMedian, VALIDITY, type TargetSummary } from './rounds.ts'
 import { count, mib, missing, ms, pct, ratioText, servedCounts, signedMs, statuses, times, us } from './format.ts'
@@ -22,12 +23,13 @@ export function renderReport (results: BenchResults): string {
     ...batchSection(results),
     ...troubleSection(results),
     ...scanSection(results),
+    ...budgetSection(results),
     '',
-    '## Targets (issues 6, 10, 13 and 23)',
+    '## Targets (issues 6, 10, 13, 23 and 25)',
     '',
     '| target | goal | measured | result |',
     '|---|---|---|---|',
-    ...[...verdicts(results), ...redisTroubleVerdicts(results)].map((verdict) =>
+    ...[...verdicts(results), ...redisTroubleVerdicts(results), ...budgetVerdicts(results)].map((verdict) =>
       `| ${verdict.target} | ${verdict.goal} | ${verdict.measured} | ${verdict.pass === undefined ? 'n/a' : verdict.pass ? 'PASS' : 'MISS'} |`),
     ''
   ]

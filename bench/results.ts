@@ -1,3 +1,4 @@
+import type { BudgetResult } from './budget-report.ts'
 import type { TargetSummary } from './rounds.ts'
 
 // What one run of the benchmark measured, phase by phase: what bench/run.ts gathers and render.ts writes.
@@ -96,4 +97,6 @@ export interface BenchResults {
     outage: { requests: number, errors: number, maxCallsPerUsername: number, callsAfterReturn: number }
   }
   scan?: ScanResult[]
+  /** Issue 25: three instances under a fleet-wide upstream budget (see budget.ts). */
+  budget?: BudgetResult
 }

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { arch, cpus, loadavg, platform, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { budgetPhase } from './budget.ts'
 import { buildService } from './build.ts'
 import { checkFloor } from './floor-check.ts'
 import { hitPathRounds } from './hit-path.ts'
@@ -18,7 +19,7 @@ import type { BenchResults } from './results.ts'
 import { renderReport } from './render.ts'
 import { startBare, startService, startSimulator } from './targets.ts'
 
-// `npm run bench`: one run, on this machine, of what issues 6, 10, 13, 22 and 23 ask to measure. See bench/README.md.
+// `npm run bench`: one run, on this machine, of what issues 6, 10, 13, 22, 23 and 25 ask to measure. See bench/README.md.
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const RESULT_FILE = join(ROOT, 'bench/results/latest.md')
@@ -40,7 +41,12 @@ const settings = {
   redisTroubleSeconds: 5,
   zipf: { requests: 20_000, usernames: 10_000, exponent: 1.1, concurrency: 64 },
   scan: { usernames: integerSetting('BENCH_SCAN_USERNAMES', 100_000, 1_000, 1_000_000), concurrency: 32, settleSeconds: 5 },
-  listPage: { usernames: 50, pageViews: 100 }
+  listPage: { usernames: 50, pageViews: 100 },
+  budget: {
+    seconds: integerSetting('BENCH_BUDGET_SECONDS', 60, 5, 600),
+    connections: integerSetting('BENCH_BUDGET_CONNECTIONS', 2_000, 3, 10_000),
+    usernames: integerSetting('BENCH_BUDGET_USERNAMES', 100_000, 100, 1_000_000)
+  }
 }
 const runs = (phase: typeof PHASES[number]): boolean => settings.phases.includes(phase)
 /** Start-up and warming take well under a minute on a busy 2-core machine; each selected phase adds its own bound. */
@@ -51,7 +57,9 @@ const DEADLINE_MS = 60_000 +
   (runs('hit') ? 1_500 * 4 * (settings.warmUpSeconds + settings.roundSeconds * Math.max(settings.rounds, settings.maxRounds)) + 30_000 : 0) +
   (runs('trouble') ? 1_500 * 2 * (settings.redisTroubleSeconds + 3) + 20_000 : 0) +
   // Three scans, each at a few thousand usernames a second on a quiet machine: two minutes for 100,000 on a busy one.
-  (runs('scan') ? 3 * (120_000 * settings.scan.usernames / 100_000 + 30_000) : 0)
+  (runs('scan') ? 3 * (120_000 * settings.scan.usernames / 100_000 + 30_000) : 0) +
+  // Three instances and a simulator to start, the hot usernames to warm, the load, then its last deadline.
+  (runs('budget') ? 1_000 * settings.budget.seconds + 90_000 : 0)
 
 /** The herd's instances, and its floor's: two of each. */
 const PAIR = ['a', 'b']
@@ -166,6 +174,11 @@ async function bench (): Promise<BenchResults> {
   let scan: BenchResults['scan']
   if (runs('scan')) scan = await scanPhase({ group, root: ROOT, logLevel: settings.logLevel, redisUrl: settings.redisUrl, keyPrefix, ...settings.scan, log })
 
+  let budget: BenchResults['budget']
+  if (runs('budget')) {
+    budget = await budgetPhase({ group, logLevel: settings.logLevel, redisUrl: settings.redisUrl, keyPrefix, upstreamLatencyMs: settings.upstreamLatencyMs, settings: settings.budget, log })
+  }
+
   const { phases, upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames } = settings
   return {
     machine,
@@ -175,7 +188,8 @@ async function bench (): Promise<BenchResults> {
     ...(zipf !== undefined && { zipf }),
     ...(batch !== undefined && { batch }),
     ...(trouble !== undefined && { redisTrouble: trouble }),
-    ...(scan !== undefined && { scan })
+    ...(scan !== undefined && { scan }),
+    ...(budget !== undefined && { budget })
   }
 }
 

@@ -42,6 +42,8 @@ export interface ServiceOptions {
   nodeOptions?: string
   /** Run as the image runs it (its CMD: `node dist/server.js`), not with `npm start`'s node options. */
   asImage?: boolean
+  /** The service's variables to set beyond (or instead of) the bench's own, e.g. `UPSTREAM_MAX_RPS`. */
+  env?: Record<string, string>
 }
 
 /** The built service, as `npm start` runs it (its node options included, see build.ts), configured only by its environment. */
@@ -57,7 +59,8 @@ export async function startService (group: ProcessGroup, options: ServiceOptions
     RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT_PER_MINUTE),
     PROFILE_TTL_SECONDS: String(PROFILE_TTL_SECONDS),
     // No load balancer to drain: an instance the run is done with stops at once, not after 5 s of readiness 503s.
-    SHUTDOWN_DELAY_MS: '0'
+    SHUTDOWN_DELAY_MS: '0',
+    ...options.env
   }
   if (options.nodeOptions !== undefined && options.nodeOptions !== '') env.NODE_OPTIONS = options.nodeOptions
   if (options.redis !== undefined) {

@@ -1,0 +1,185 @@
+import { performance } from 'node:perf_hooks'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Pool } from 'undici'
+import { percentile } from './stats.ts'
+
+// The budget phase's load generator and arithmetic (issue 25 point 6): what callers got, counted as they get it,
+// and the upstream's calls per window, read from successive samples of the simulator's counter.
+
+/** What one stream of callers got: answers by outcome (`200 HIT`, `200 STALE`, `503 UPSTREAM_BUDGET_EXHAUSTED`, `0` for no answer). */
+export interface Outcomes {
+  requests: number
+  outcomes: Record<string, number>
+  /** Answers (or failures) that came later than the callers' deadline, and those by outcome. */
+  overDeadline: number
+  lateOutcomes: Record<string, number>
+  /** When each outcome was first seen, in s from the tally's start (its request's start). */
+  firstSeenSeconds: Record<string, number>
+  p50Ms: number
+  p99Ms: number
+  maxMs: number
+}
+
+/** Counts answers as they come; `summary()` once the stream is over. */
+export class Tally {
+  readonly #outcomes: Record<string, number> = {}
+  readonly #latencies: number[] = []
+  readonly #late: Record<string, number> = {}
+  readonly #firstSeen: Record<string, number> = {}
+  readonly #deadlineMs: number
+  readonly #startedAt: number
+  #overDeadline = 0
+
+  /** `startedAt`: the moment (performance.now()) first-seen times count from. */
+  constructor (deadlineMs: number, startedAt = performance.now()) {
+    this.#deadlineMs = deadlineMs
+    this.#startedAt = startedAt
+  }
+
+  /** One answer: `startedAt` is when its request was sent (performance.now()). */
+  add (outcome: string, ms: number, startedAt = this.#startedAt): void {
+    this.#outcomes[outcome] = (this.#outcomes[outcome] ?? 0) + 1
+    this.#firstSeen[outcome] ??= (startedAt - this.#startedAt) / 1_000
+    this.#latencies.push(ms)
+    if (ms > this.#deadlineMs) {
+      this.#overDeadline++
+      this.#late[outcome] = (this.#late[outcome] ?? 0) + 1
+    }
+  }
+
+  summary (): Outcomes {
+    let maxMs = 0
+    for (const latency of this.#latencies) if (latency > maxMs) maxMs = latency
+    return {
+      requests: this.#latencies.length,
+      outcomes: { ...this.#outcomes },
+      overDeadline: this.#overDeadline,
+      lateOutcomes: { ...this.#late },
+      firstSeenSeconds: { ...this.#firstSeen },
+      p50Ms: percentile(this.#latencies, 50),
+      p99Ms: percentile(this.#latencies, 99),
+      maxMs
+    }
+  }
+}
+
+/** `200 HIT` for a 200 (its X-Cache), `503 UPSTREAM_BUDGET_EXHAUSTED` for an error (its code), `0` for no answer. */
+export function outcomeOf (status: number, xCache: string | undefined, body: string): string {
+  if (status === 0) return '0'
+  if (status === 200) return `200 ${xCache ?? 'none'}`
+  try {
+    const code = (JSON.parse(body) as { code?: unknown }).code
+    return typeof code === 'string' ? `${status} ${code}` : String(status)
+  } catch {
+    return String(status)
+  }
+}
+
+/** What callers got, in the issue's terms: a 200 fresh (HIT, MISS, BYPASS), a 200 stale, a 503, anything else. */
+export function callerShares (outcomes: Record<string, number>): { fresh: number, stale: number, unavailable: number, other: number } {
+  const shares = { fresh: 0, stale: 0, unavailable: 0, other: 0 }
+  for (const [outcome, n] of Object.entries(outcomes)) {
+    if (outcome === '200 STALE') shares.stale += n
+    else if (outcome.startsWith('200 ')) shares.fresh += n
+    else if (outcome === '503' || outcome.startsWith('503 ')) shares.unavailable += n
+    else shares.other += n
+  }
+  return shares
+}
+
+/** One request, timed and tallied; the body is read only when it is an error's. Never rejects. */
+export async function tallied (pool: Pool, path: string, tally: Tally): Promise<void> {
+  const started = performance.now()
+  let outcome = '0'
+  try {
+    const response = await pool.request({ method: 'GET', path })
+    const xCache = response.headers['x-cache']
+    const body = response.statusCode === 200 ? (await response.body.dump(), '') : await response.body.text()
+    outcome = outcomeOf(response.statusCode, typeof xCache === 'string' ? xCache : undefined, body)
+  } catch {}
+  tally.add(outcome, performance.now() - started, started)
+}
+
+/**
+ * A closed loop: `connections` callers, spread over `pools` in turn, each asking for `nextPath()` as soon as its
+ * last answer came, until `running()` says stop: as fast as the instances answer.
+ */
+export async function closedLoop (
+  { pools, connections, nextPath, running, tally }: { pools: Pool[], connections: number, nextPath: () => string, running: () => boolean, tally: Tally }
+): Promise<void> {
+  const caller = async (index: number): Promise<void> => {
+    const pool = pools[index % pools.length] as Pool
+    while (running()) await tallied(pool, nextPath(), tally)
+  }
+  await Promise.all(Array.from({ length: connections }, async (_, index) => { await caller(index) }))
+}
+
+/**
+ * A paced stream: every `intervalMs`, each of `paths` once, each on the next pool in turn (so every instance sees
+ * every hot username), whether or not earlier answers came; resolves once the last one is answered.
+ */
+export async function pacedLoop (
+  { pools, paths, intervalMs, running, tally }: { pools: Pool[], paths: string[], intervalMs: number, running: () => boolean, tally: Tally }
+): Promise<void> {
+  const inFlight = new Set<Promise<void>>()
+  const started = performance.now()
+  for (let tick = 0; running(); tick++) {
+    paths.forEach((path, index) => {
+      const sent = tallied(pools[(index + tick) % pools.length] as Pool, path, tally).finally(() => inFlight.delete(sent))
+      inFlight.add(sent)
+    })
+    await sleep(Math.max(0, started + (tick + 1) * intervalMs - performance.now()))
+  }
+  await Promise.all(inFlight)
+}
+
+/** The simulator's data-call counter at a moment (ms on any monotonic clock). */
+export interface CallSample {
+  atMs: number
+  calls: number
+}
+
+export interface BusiestWindow {
+  calls: number
+  /** The window's actual length: from one sample to the first at least `windowMs` later. */
+  spanMs: number
+  /** Its start, from the first sample. */
+  startMs: number
+}
+
+/**
+ * The most calls counted between a sample and the first sample at least `windowMs` later: each window is at least
+ * `windowMs` long (a sample period longer at most), so this can only overstate what any window of `windowMs` saw.
+ */
+export function busiestWindow (samples: CallSample[], windowMs = 1_000): BusiestWindow {
+  let busiest: BusiestWindow = { calls: 0, spanMs: Number.NaN, startMs: Number.NaN }
+  let end = 0
+  const first = samples[0]?.atMs ?? 0
+  for (let start = 0; start < samples.length; start++) {
+    const from = samples[start] as CallSample
+    while (end < samples.length && (samples[end] as CallSample).atMs - from.atMs < windowMs) end++
+    if (end >= samples.length) break
+    const to = samples[end] as CallSample
+    if (Number.isNaN(busiest.spanMs) || to.calls - from.calls > busiest.calls) {
+      busiest = { calls: to.calls - from.calls, spanMs: to.atMs - from.atMs, startMs: from.atMs - first }
+    }
+  }
+  return busiest
+}
+
+/** Calls in each whole second from the first sample (the sample nearest each second's end), for the record. */
+export function perSecond (samples: CallSample[]): number[] {
+  const first = samples[0]
+  if (first === undefined) return []
+  const counts: number[] = []
+  let previous = first.calls
+  let index = 0
+  for (let second = 1; ; second++) {
+    const edge = first.atMs + second * 1_000
+    while (index < samples.length && (samples[index] as CallSample).atMs < edge) index++
+    if (index >= samples.length) return counts
+    const at = samples[index] as CallSample
+    counts.push(at.calls - previous)
+    previous = at.calls
+  }
+}
