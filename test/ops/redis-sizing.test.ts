@@ -22,6 +22,11 @@ async function usedMemory (redis: Redis): Promise<number> {
   return Number(/used_memory:(\d+)/.exec(await redis.info('memory'))?.[1])
 }
 
+/** Entries reach Redis after their answers are sent: waits until all `n` of one kind are stored. */
+async function stored (redis: Redis, kind: string, n: number): Promise<void> {
+  await eventually(async () => (await redis.keys(`*{member-*}:${kind}`)).length === n, `${n} ${kind} entries in Redis`)
+}
+
 async function stats (redis: Redis): Promise<{ evicted: number }> {
   return { evicted: Number(/evicted_keys:(\d+)/.exec(await redis.info('stats'))?.[1]) }
 }
@@ -46,8 +51,10 @@ t.test('bytes per cached username, measured in Redis; the README states them', a
   const n = 400
   const before = await usedMemory(redis)
   t.same(new Set(await load(app, usernames(n).map((u) => `/profile/${u}`))), new Set([200]))
+  await stored(redis, 'profile', n)
   const profiles = await usedMemory(redis)
   t.same(new Set(await load(app, usernames(n).map((u) => `/profile/${u}/timeline`))), new Set([200]))
+  await stored(redis, 'timeline', n)
   const both = await usedMemory(redis)
   t.equal(sim.stats.dataCalls, 2 * n + 2)
   const perProfile = Math.round((profiles - before) / n)
