@@ -5,6 +5,7 @@ import type { CacheState, Priority, Resource } from '../resources.ts'
 import type { RedisBus } from '../redis/bus.ts'
 import type { Claim } from '../redis/owner-lock.ts'
 import type { Telemetry } from '../telemetry/telemetry.ts'
+import { inSpan, linkTo } from '../telemetry/tracing.ts'
 import { isFresh, isServable, type CacheEntry } from './cache-entry.ts'
 import type { CacheDriver, Tier } from './driver.ts'
 import { Flights, type FlightCause, type StartLoad } from './flights.ts'
@@ -97,7 +98,11 @@ export class CacheStack {
     const now = this.#now()
     const held = this.#tier.held(key)
     if (held !== undefined && isFresh(held, now)) return this.#reported(resource, this.#hit(key, resource, held, load, now))
-    return this.#resolve(key, resource, load, signal).then((served) => this.#reported(resource, served))
+    return inSpan('cache.lookup', { 'pbff.resource': resource }, async (span) => {
+      const served = await this.#resolve(key, resource, load, signal)
+      span.setAttribute('pbff.cache.state', served.state)
+      return this.#reported(resource, served)
+    })
   }
 
   /** Purge: the entries become stale everywhere, so the next read serves them and revalidates once. */
@@ -138,7 +143,9 @@ export class CacheStack {
 
   /** A load of `seen`'s key nobody waits for, unless one is under way. */
   #inBackground (key: string, resource: Resource, seen: CacheEntry, load: Load, cause: 'revalidation' | 'refresh-ahead'): void {
-    this.#flights.inBackground(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal, cause), cause, (error) => {
+    const start: StartLoad = async (loadSignal) => await inSpan('cache.load', { 'pbff.resource': resource, 'pbff.load.cause': cause }, async () =>
+      await this.#load(key, resource, seen, load, loadSignal, cause))
+    this.#flights.inBackground(key, start, cause, (error) => {
       this.#onError(error, key, 'revalidate')
     })
   }
@@ -149,14 +156,17 @@ export class CacheStack {
   ): Promise<Served> {
     // However long the load takes (another instance's, say), its caller waits no longer than its own time.
     const wait = withDeadline(signal, this.#budget.callerWaitMs)
-    let entry: CacheEntry
-    try {
-      entry = await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal, cause), cause, wait, () => {
-        this.#telemetry.coalescedWaiter(resource)
-      })
-    } catch (error) {
-      throw isDeadline(error) ? new UPSTREAM_TIMEOUT(this.#budget.callerMs) : error
-    }
+    const entry = await inSpan('cache.load', { 'pbff.resource': resource, 'pbff.load.cause': cause, 'pbff.coalescer': 'owner' }, async (span) => {
+      try {
+        return await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal, cause), cause, wait, (startedIn) => {
+          span.setAttribute('pbff.coalescer', 'waiter')
+          linkTo(span, startedIn)
+          this.#telemetry.coalescedWaiter(resource)
+        })
+      } catch (error) {
+        throw isDeadline(error) ? new UPSTREAM_TIMEOUT(this.#budget.callerMs) : error
+      }
+    })
     return { entry, state: cause === 'bypass' ? 'BYPASS' : 'MISS', at: this.#now() }
   }
 

@@ -1,4 +1,5 @@
 import { nobodyWaits, untilAborted } from '../cancellation.ts'
+import { currentTraceparent } from '../telemetry/tracing.ts'
 import type { CacheEntry } from './cache-entry.ts'
 
 /**
@@ -22,6 +23,8 @@ interface Flight {
   /** Callers waiting for it, less those that left. */
   waiters: number
   cause: FlightCause
+  /** The span of the caller that started it (when traced): the span its joiners link to. */
+  startedIn: string | undefined
 }
 
 /**
@@ -35,13 +38,15 @@ export class Flights {
     return this.#inFlight.get(key)?.cause
   }
 
-  /** The key's load, joined or started; `joined` hears of a caller that found one under way. */
-  async join (key: string, start: StartLoad, cause: FlightCause, signal: AbortSignal | undefined, joined: () => void): Promise<CacheEntry> {
+  /** The key's load, joined or started; `joined` hears of a caller that found one under way, and the `traceparent` of its starter's span. */
+  async join (
+    key: string, start: StartLoad, cause: FlightCause, signal: AbortSignal | undefined, joined: (startedIn: string | undefined) => void
+  ): Promise<CacheEntry> {
     // A caller already gone (a batch's later members) starts no load and joins none.
     signal?.throwIfAborted()
     let flight = this.#inFlight.get(key)
     if (flight === undefined) flight = this.#start(key, start, cause)
-    else joined()
+    else joined(flight.startedIn)
     flight.waiters++
     if (signal === undefined) return await flight.promise
     try {
@@ -60,7 +65,7 @@ export class Flights {
 
   #start (key: string, start: StartLoad, cause: FlightCause): Flight {
     const controller = new AbortController()
-    const flight: Flight = { promise: start(controller.signal), controller, waiters: 0, cause }
+    const flight: Flight = { promise: start(controller.signal), controller, waiters: 0, cause, startedIn: currentTraceparent() }
     this.#inFlight.set(key, flight)
     // Also handles the rejection of a load every caller has left.
     const done = (): void => { this.#forget(key, flight) }

@@ -1,5 +1,6 @@
 import { untilAborted } from '../cancellation.ts'
 import type { Claim } from '../redis/owner-lock.ts'
+import { currentSpan, linkTo } from '../telemetry/tracing.ts'
 import { isFresh, isServable, sameVersion, type CacheEntry } from './cache-entry.ts'
 import type { PurgeMark, Tier } from './driver.ts'
 import type { StartLoad } from './flights.ts'
@@ -47,6 +48,9 @@ export class Loader {
       const looking = this.#loadedElsewhere(key, seen)
       const marking = this.#purgeMark(key)
       const claim = await claiming
+      // The span of the load this runs for says which instance loaded it, and links a waiter to the load that answered it.
+      const span = currentSpan()
+      span.setAttribute('pbff.lock', claim === undefined ? 'unavailable' : claim.owner ? 'owner' : 'waiter')
       if (claim === undefined) return await this.#loadAndStore(key, start, signal, marking)
       if (claim.owner) {
         try {
@@ -58,9 +62,12 @@ export class Loader {
         }
       }
       if (attempt === 1) waited()
-      await untilAborted(claim.settled, signal)
+      const ownerSpan = await untilAborted(claim.settled, signal)
       const loaded = await this.#loadedElsewhere(key, seen)
-      if (loaded !== undefined) return loaded
+      if (loaded !== undefined) {
+        linkTo(span, ownerSpan)
+        return loaded
+      }
       if (attempt >= locks.maxClaims) return await this.#loadAndStore(key, start, signal, this.#purgeMark(key))
     }
   }

@@ -2,15 +2,20 @@ import { randomBytes } from 'node:crypto'
 import type { RedisClient } from './client.ts'
 import type { RedisCommands } from './commands.ts'
 import type { RedisHealth } from './health.ts'
+import { currentTraceparent } from '../telemetry/tracing.ts'
 
-/** What one instance tells the others about a key (an instance never hears its own events). */
-export type BusEvent =
+/**
+ * What one instance tells the others about a key (an instance never hears its own events). `traceparent`, on the
+ * events heard, names the span that published it when tracing was on there (the load a waiter links to).
+ */
+export type BusEvent = (
   /** A new version was stored (`etag` tells which). */
   | { type: 'filled', key: string, etag: string }
   /** The entry was purged: stale from now on. */
   | { type: 'staled', key: string }
   /** A load's lock was released, with or without a new version (the load may have failed). */
   | { type: 'released', key: string }
+) & { traceparent?: string }
 
 export interface BusListener {
   onEvent: (event: BusEvent) => void
@@ -72,7 +77,7 @@ export class RedisBus {
 
   async publish (event: BusEvent): Promise<void> {
     const { publisher, channel, health } = this.#options
-    await health.run(async () => await publisher.publish(channel, encode(event, this.#origin)))
+    await health.run(async () => await publisher.publish(channel, encode(event, this.#origin, currentTraceparent())))
   }
 
   async close (): Promise<void> {
@@ -106,20 +111,26 @@ export class RedisBus {
   }
 }
 
-/** `<code> <origin> <etag or -> <key>`: the key goes last, so nothing in it can break the format. */
-function encode (event: BusEvent, origin: string): string {
-  return `${CODES[event.type]} ${origin} ${event.type === 'filled' ? event.etag : '-'} ${event.key}`
+/**
+ * `<code> <origin>[;<traceparent>] <etag or -> <key>`: the key goes last, so nothing in it can break the format. The
+ * traceparent rides on the origin, which an older instance only compares with its own: a rolling deploy still works.
+ */
+function encode (event: BusEvent, origin: string, traceparent: string | undefined): string {
+  const from = traceparent === undefined ? origin : `${origin};${traceparent}`
+  return `${CODES[event.type]} ${from} ${event.type === 'filled' ? event.etag : '-'} ${event.key}`
 }
 
 /** Undefined for this instance's own messages and for anything unreadable. */
 function decode (message: string, ownOrigin: string): BusEvent | undefined {
-  const [code = '', origin = '', etag] = message.split(' ', 3)
+  const [code = '', from = '', etag] = message.split(' ', 3)
+  const [origin, traceparent] = from.split(';', 2)
   if (origin === ownOrigin || etag === undefined) return undefined
-  const key = message.slice(code.length + origin.length + etag.length + 3)
+  const key = message.slice(code.length + from.length + etag.length + 3)
+  const traced = traceparent === undefined ? {} : { traceparent }
   switch (code) {
-    case 'f': return { type: 'filled', key, etag }
-    case 's': return { type: 'staled', key }
-    case 'r': return { type: 'released', key }
+    case 'f': return { type: 'filled', key, etag, ...traced }
+    case 's': return { type: 'staled', key, ...traced }
+    case 'r': return { type: 'released', key, ...traced }
     default: return undefined
   }
 }

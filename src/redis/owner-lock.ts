@@ -3,10 +3,13 @@ import type { BusEvent, RedisBus } from './bus.ts'
 import type { RedisCommands } from './commands.ts'
 import type { RedisHealth } from './health.ts'
 
-/** Who does a job: this instance (then it must `release`, which never rejects), or another one (then wait for `settled`). */
+/**
+ * Who does a job: this instance (then it must `release`, which never rejects), or another one (then wait for `settled`,
+ * which resolves with the `traceparent` of the owner's span when the message that ended the wait carried one).
+ */
 export type Claim =
   | { owner: true, release: () => Promise<void> }
-  | { owner: false, settled: Promise<void> }
+  | { owner: false, settled: Promise<string | undefined> }
 
 export interface OwnerLockOptions {
   redis: Pick<RedisCommands, 'set' | 'eval'>
@@ -35,7 +38,7 @@ return 0`
 export class OwnerLock {
   readonly #options: OwnerLockOptions
   readonly ttlMs: number
-  readonly #waiters = new Map<string, Set<() => void>>()
+  readonly #waiters = new Map<string, Set<(ownerSpan?: string) => void>>()
 
   constructor (options: OwnerLockOptions) {
     this.#options = options
@@ -97,22 +100,22 @@ export class OwnerLock {
     }
   }
 
-  #wait (key: string): { settled: Promise<void>, cancel: () => void } {
+  #wait (key: string): { settled: Promise<string | undefined>, cancel: () => void } {
     let waiters = this.#waiters.get(key)
     if (waiters === undefined) {
       waiters = new Set()
       this.#waiters.set(key, waiters)
     }
     const set = waiters
-    let done!: () => void
-    const settled = new Promise<void>((resolve) => {
+    let done!: (ownerSpan?: string) => void
+    const settled = new Promise<string | undefined>((resolve) => {
       const timer = setTimeout(() => done(), this.ttlMs)
       timer.unref()
-      done = () => {
+      done = (ownerSpan) => {
         clearTimeout(timer)
         set.delete(done)
         if (set.size === 0 && this.#waiters.get(key) === set) this.#waiters.delete(key)
-        resolve()
+        resolve(ownerSpan)
       }
     })
     set.add(done)
@@ -120,12 +123,12 @@ export class OwnerLock {
   }
 
   #onEvent (event: BusEvent): void {
-    if (event.type !== 'staled') this.#wake(event.key)
+    if (event.type !== 'staled') this.#wake(event.key, event.traceparent)
   }
 
-  #wake (key: string): void {
+  #wake (key: string, ownerSpan?: string): void {
     const waiters = this.#waiters.get(key)
-    if (waiters !== undefined) for (const done of [...waiters]) done()
+    if (waiters !== undefined) for (const done of [...waiters]) done(ownerSpan)
   }
 }
 

@@ -1,0 +1,65 @@
+import { SpanStatusCode, trace, type Attributes, type Span, type SpanContext } from '@opentelemetry/api'
+
+/**
+ * The spans the logic makes, through the OpenTelemetry API only. Until the tracing SDK is started (never
+ * without OTEL_EXPORTER_OTLP_ENDPOINT) these are the API's no-op spans: nothing is recorded or exported.
+ * Only misses, loads and upstream calls use them; a hit held in this process never does.
+ */
+const tracer = trace.getTracer('profile-bff')
+
+/** Set once the SDK is started: until then `inSpan` runs its work at once, without a span or a context switch. */
+let recording = false
+
+/** Called by the tracing SDK's start (src/tracing/), once it is the global tracer provider. */
+export function startSpans (): void {
+  recording = true
+}
+
+const NO_SPAN = trace.wrapSpanContext({ traceId: '', spanId: '', traceFlags: 0 })
+
+/** The W3C `traceparent` of `spanContext`: how a span is named to another process (a bus message, a header). */
+export function traceparentOf ({ traceId, spanId, traceFlags }: SpanContext): string {
+  return `00-${traceId}-${spanId}-${traceFlags.toString(16).padStart(2, '0')}`
+}
+
+const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/
+
+/** The span context a `traceparent` names; undefined when it names none (absent, malformed, or all zeros). */
+export function spanContextOf (traceparent: string | undefined): SpanContext | undefined {
+  const [, traceId = '', spanId = '', flags = ''] = TRACEPARENT.exec(traceparent ?? '') ?? []
+  const spanContext = { traceId, spanId, traceFlags: Number.parseInt(flags, 16), isRemote: true }
+  return trace.isSpanContextValid(spanContext) ? spanContext : undefined
+}
+
+/** The `traceparent` of the span this code runs in; undefined when tracing is off or no span is recording. */
+export function currentTraceparent (): string | undefined {
+  const span = trace.getActiveSpan()
+  return span?.isRecording() === true ? traceparentOf(span.spanContext()) : undefined
+}
+
+/** The span this code runs in (a no-op span when there is none): to name what it found out, such as a coalescer's role. */
+export function currentSpan (): Span {
+  return trace.getActiveSpan() ?? NO_SPAN
+}
+
+/** Links `span` to the span `traceparent` names (the load that answered a waiter), if it names one. */
+export function linkTo (span: Span, traceparent: string | undefined): void {
+  const linked = spanContextOf(traceparent)
+  if (linked !== undefined) span.addLink({ context: linked })
+}
+
+/** `work` in a span of its own (a child of the current one), ended when it settles; a failure marks it. */
+export function inSpan<T> (name: string, attributes: Attributes, work: (span: Span) => Promise<T>): Promise<T> {
+  // Not an async function: with tracing off, the work's own promise is returned, with nothing wrapped around it.
+  if (!recording) return work(NO_SPAN)
+  return tracer.startActiveSpan(name, { attributes }, async (span) => {
+    try {
+      return await work(span)
+    } catch (error) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : 'failed' })
+      throw error
+    } finally {
+      span.end()
+    }
+  })
+}
