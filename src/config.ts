@@ -9,6 +9,11 @@ FormatRegistry.Set('http-url', (value) => {
 })
 FormatRegistry.Set('redis-url', (value) => URL.canParse(value) && /^rediss?:$/.test(new URL(value).protocol))
 
+/** The standard samplers of `OTEL_TRACES_SAMPLER` that need nothing beyond the SDK. */
+export const TRACE_SAMPLERS = [
+  'always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'
+] as const
+
 const Seconds = (defaultValue: number, description: string) =>
   Type.Integer({ minimum: 0, default: defaultValue, description })
 
@@ -48,7 +53,15 @@ export const ConfigSchema = Type.Object({
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info', description: 'pino level' }
   ),
-  ADMIN_TOKEN: Type.Optional(Type.String({ minLength: 1, description: 'bearer token for `POST /admin/purge/:username`; unset: no admin route' }))
+  ADMIN_TOKEN: Type.Optional(Type.String({ minLength: 1, description: 'bearer token for `POST /admin/purge/:username`; unset: no admin route' })),
+  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ format: 'http-url', description: 'OTLP/HTTP collector; spans go to `{it}/v1/traces` (see README, "Tracing"); unset: no tracing, and no tracing code loaded' })),
+  OTEL_SERVICE_NAME: Type.String({ minLength: 1, default: 'profile-bff', description: 'the traces\' `service.name`' }),
+  OTEL_TRACES_SAMPLER: Type.Union(
+    TRACE_SAMPLERS.map((sampler) => Type.Literal(sampler)),
+    { default: 'parentbased_always_on', description: 'which requests are traced; `parentbased_*` follows a caller\'s `traceparent`' }
+  ),
+  OTEL_TRACES_SAMPLER_ARG: Type.Number({ minimum: 0, maximum: 1, default: 1, description: 'the ratio traced by the `*traceidratio` samplers (`0.01`: one request in a hundred)' }),
+  OTEL_RESOURCE_ATTRIBUTES: Type.Optional(Type.String({ description: 'more resource attributes of the traces, `key=value,key=value` (e.g. `deployment.environment.name=prod`)' }))
 })
 
 export type Config = Static<typeof ConfigSchema>
@@ -95,6 +108,7 @@ function expectation (schema: TSchema): string {
     const bounds = [schema.minimum !== undefined ? `>= ${schema.minimum}` : '', schema.maximum !== undefined ? `<= ${schema.maximum}` : '']
     return `an integer ${bounds.filter(Boolean).join(' and ')}`.trim()
   }
+  if (schema.type === 'number') return `a number from ${schema.minimum} to ${schema.maximum}`
   if (schema.type === 'boolean') return 'true or false'
   if (Array.isArray(schema.anyOf)) return `one of ${schema.anyOf.map((s: TSchema) => s.const).join(', ')}`
   return 'a non-empty string'

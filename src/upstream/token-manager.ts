@@ -1,6 +1,7 @@
 import { untilAborted } from '../cancellation.ts'
 import { UPSTREAM_AUTH_FAILED } from '../errors.ts'
 import type { Telemetry } from '../telemetry/telemetry.ts'
+import { currentSpan, inSpan } from '../telemetry/tracing.ts'
 import type { AccessToken } from './access-token.ts'
 import type { UpstreamLog } from './log.ts'
 import type { MintedToken } from './token-endpoint.ts'
@@ -87,13 +88,17 @@ export class TokenManager {
     return this.#lastFailure
   }
 
+  /** In a span that says how the token was had: `held`, `renewed` (an exchange started), `waited` (for one under way) or `adopted` (another instance's). */
   async getToken (): Promise<AccessToken> {
-    const current = this.#current
-    if (current !== undefined && this.#usable(current)) {
-      if (this.#now() >= renewalDue(current)) this.#renewInBackground()
-      return current
-    }
-    return await this.#renew()
+    return await inSpan('upstream.token', {}, async (span) => {
+      const current = this.#current
+      if (current !== undefined && this.#usable(current)) {
+        span.setAttribute('pbff.token', 'held')
+        if (this.#now() >= renewalDue(current)) this.#renewInBackground()
+        return current
+      }
+      return await this.#renew()
+    })
   }
 
   /** Forget `token` after the upstream refused it; a newer one that replaced it meanwhile stays. */
@@ -120,7 +125,11 @@ export class TokenManager {
 
   async #renew (): Promise<AccessToken> {
     const renewal = this.#renewal
-    if (renewal !== undefined && !this.#overdue(renewal)) return await renewal.promise
+    if (renewal !== undefined && !this.#overdue(renewal)) {
+      currentSpan().setAttribute('pbff.token', 'waited')
+      return await renewal.promise
+    }
+    currentSpan().setAttribute('pbff.token', 'renewed')
     if (renewal !== undefined) this.#giveUp(renewal)
     else if (this.#retryAt > this.#now()) throw backingOff(this.#retryAt - this.#now())
     return await this.#start().promise
@@ -159,11 +168,15 @@ export class TokenManager {
     const deadline = this.#now() + this.#lockWaitMs
     for (;;) {
       const shared = await this.#fromStore(store)
-      if (shared !== undefined) return shared
+      if (shared !== undefined) {
+        currentSpan().setAttribute('pbff.token', 'adopted')
+        return shared
+      }
       signal.throwIfAborted()
       const claim = await store.claim()
       if (claim.owner) return await this.#mintAsOwner(store, claim, signal)
       if (this.#now() >= deadline) throw new UPSTREAM_AUTH_FAILED('another instance is still exchanging credentials')
+      currentSpan().setAttribute('pbff.token', 'waited')
       await claim.settled
     }
   }

@@ -2,6 +2,7 @@ import { interceptors, type Dispatcher } from 'undici'
 import { readUpstreamProfile, readUpstreamTimeline, type ProfileResponse, type TimelineResponse } from '../schemas/profile.ts'
 import type { Priority, Resource } from '../resources.ts'
 import type { BreakerState, Telemetry, UpstreamOutcome } from '../telemetry/telemetry.ts'
+import { inSpan } from '../telemetry/tracing.ts'
 import type { BackoffWindow } from './backoff-window.ts'
 import type { BudgetRate } from './budget/fleet-source.ts'
 import type { UpstreamBudget } from './budget/upstream-budget.ts'
@@ -102,13 +103,18 @@ export class UpstreamClient {
     resource: Resource, path: string, read: (body: unknown) => T | undefined, signal: AbortSignal | undefined, priority: Priority
   ): Promise<UpstreamAnswer<T>> {
     const call: EdgeCall = { priority, deadlineAt: Infinity }
-    try {
-      const answer = await this.#answer(path, read, call, signal)
-      this.#report(resource, call, answer.found ? 'ok' : 'not_found')
-      return answer
-    } catch (error) {
-      throw this.#failed(resource, call, error, signal)
-    }
+    // The call through the whole edge (queue, token, retries); undici's instrumentation adds the request on the wire.
+    return await inSpan('upstream.call', { 'pbff.resource': resource, 'pbff.priority': priority }, async (span) => {
+      try {
+        const answer = await this.#answer(path, read, call, signal)
+        this.#report(resource, call, answer.found ? 'ok' : 'not_found')
+        span.setAttribute('pbff.upstream.outcome', answer.found ? 'ok' : 'not_found')
+        return answer
+      } catch (error) {
+        span.setAttribute('pbff.upstream.outcome', outcomeOf(error, signal))
+        throw this.#failed(resource, call, error, signal)
+      }
+    })
   }
 
   async #answer<T> (path: string, read: (body: unknown) => T | undefined, call: EdgeCall, signal: AbortSignal | undefined): Promise<UpstreamAnswer<T>> {

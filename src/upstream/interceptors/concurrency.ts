@@ -2,6 +2,7 @@ import type { Dispatcher } from 'undici'
 import { EdgeFailure, hadFairShare, outcomeOf } from '../edge-errors.ts'
 import type { ConcurrencyLimiter } from '../concurrency-limiter.ts'
 import type { RecentLatency } from '../recent-latency.ts'
+import { inSpan } from '../../telemetry/tracing.ts'
 import { callOf, fail, Forward, signalOf, type Controller, type EdgeCall, type Headers, type Interceptor } from './edge-call.ts'
 
 export interface ConcurrencyOptions {
@@ -20,7 +21,7 @@ export function concurrency (options: ConcurrencyOptions): Interceptor {
   return (dispatch) => (opts, handler) => {
     const call = callOf(opts)
     if (options.limiter.tryEnter()) return dispatch(opts, new Slot(handler, options, call))
-    queued(options, call, signalOf(opts)).then(
+    inSpan('upstream.queue', {}, async () => { await queued(options, call, signalOf(opts)) }).then(
       () => dispatch(opts, new Slot(handler, options, call)),
       (error: unknown) => { fail(handler, error) }
     )
