@@ -4,6 +4,7 @@ import type { BudgetRate, FleetSource, Grant } from './fleet-source.ts'
 import { PRIORITIES, type Priority } from '../../resources.ts'
 import { noTelemetry, type BudgetTelemetry } from '../../telemetry/telemetry.ts'
 import { BudgetDropped, RULES } from './priorities.ts'
+import { Reserve } from './reserve.ts'
 
 /** Runs `run` in `ms` (the app's timers; tests move a clock instead); returns its cancellation. */
 export type Schedule = (ms: number, run: () => void) => () => void
@@ -38,12 +39,19 @@ interface Waiter {
   deferred?: true
 }
 
+/** The waiter to serve next, and whether it goes by the reserve (a refresh-ahead with callers' right of way). */
+interface Next {
+  waiter: Waiter
+  reserved: boolean
+}
+
 /**
  * The gate every upstream call passes before it is sent. Calls in hand (leased from the fleet's bucket) go to the
  * waiters of the highest class first, first come first served within a class; one lease at a time is asked for, for
  * all the waiters at once. A waiter whose signal aborts leaves at once: a caller at its deadline with
  * UPSTREAM_BUDGET_EXHAUSTED (and Retry-After), anyone else with the signal's reason. Background and refresh-ahead
- * work is dropped (BudgetDropped) when too many of its class wait, or when it has waited too long.
+ * work is dropped (BudgetDropped) when too many of its class wait, or when it has waited too long. The one exception
+ * to the order: refresh-ahead goes first, as a caller would, while its reserve (a tenth of the rate) lasts.
  */
 export class CallBudget {
   readonly #source: CallBudgetOptions['source']
@@ -53,6 +61,7 @@ export class CallBudget {
   readonly #telemetry: BudgetTelemetry
   readonly #onError: (error: unknown) => void
   readonly #queues = new Map<Priority, Waiter[]>(PRIORITIES.map((priority) => [priority, []]))
+  readonly #reserve: Reserve
   #inHand = 0
   #lapsesAt = 0
   /** Calls taken since the last lease was asked for: the next one asks for about twice as many. */
@@ -66,6 +75,7 @@ export class CallBudget {
   constructor (options: CallBudgetOptions) {
     this.#source = options.source
     this.#now = options.now
+    this.#reserve = new Reserve(options.now())
     this.#schedule = options.schedule ?? realTimers
     this.#random = options.random ?? Math.random
     this.#telemetry = options.telemetry ?? noTelemetry
@@ -124,18 +134,21 @@ export class CallBudget {
 
   /** Hands the calls in hand out, highest class first, then asks for more if anyone still waits. */
   #pump (): void {
-    let next = this.#first()
+    let next = this.#next()
     while (next !== undefined && this.#take()) {
-      next.grant()
-      next = this.#first()
+      if (next.reserved) this.#reserve.take()
+      next.waiter.grant()
+      next = this.#next()
     }
     if (next === undefined) return this.#cancelRetry()
+    // A refresh-ahead going by its reserve leases as a caller: the fleet's last calls are the callers' and its own.
+    const top = next.reserved ? 'caller' : next.waiter.priority
     if (this.#leasing) return
     if (this.#retry !== undefined) {
-      if (rank(next.priority) >= rank(this.#retry.for)) return
+      if (rank(top) >= rank(this.#retry.for)) return
       this.#cancelRetry()
     }
-    this.#lease(next.priority)
+    this.#lease(top)
   }
 
   #lease (top: Priority): void {
@@ -157,7 +170,9 @@ export class CallBudget {
     this.#lapsesAt = grant.lapsesAt
     this.#reportRate()
     if (grant.retryInMs > 0) {
-      const cancel = this.#schedule(Math.ceil(grant.retryInMs * (1 + RETRY_JITTER * (2 * this.#random() - 1))), () => {
+      // A refresh-ahead waiting for its reserve asks again when the reserve has a call, if that comes first.
+      const retryInMs = this.#queue('refresh-ahead').length === 0 ? grant.retryInMs : Math.min(grant.retryInMs, this.#reserve.nextInMs(this.rate().shareRps))
+      const cancel = this.#schedule(Math.ceil(retryInMs * (1 + RETRY_JITTER * (2 * this.#random() - 1))), () => {
         this.#retry = undefined
         this.#pump()
       })
@@ -206,11 +221,13 @@ export class CallBudget {
     return this.#queues.get(priority) ?? []
   }
 
-  /** The first waiter of the highest class waiting. */
-  #first (): Waiter | undefined {
+  /** The first refresh-ahead while its reserve has a call, else the first waiter of the highest class waiting. */
+  #next (): Next | undefined {
+    const refresh = this.#queue('refresh-ahead')[0]
+    if (refresh !== undefined && this.#reserve.available(this.rate().shareRps, this.#now())) return { waiter: refresh, reserved: true }
     for (const priority of PRIORITIES) {
       const first = this.#queue(priority)[0]
-      if (first !== undefined) return first
+      if (first !== undefined) return { waiter: first, reserved: false }
     }
     return undefined
   }

@@ -1,0 +1,36 @@
+/** The share of this instance's rate that refresh-ahead may take ahead of callers (docs/upstream-budget.md, "The reserve"). */
+export const RESERVE_SHARE = 0.1
+/** Unused, the reserve accrues one second of its rate at most (and always one call): a quiet spell buys no burst of refreshes. */
+const DEPTH_MS = 1_000
+
+/**
+ * Refresh-ahead's reserve on one instance: a right of way over waiting callers, for at most RESERVE_SHARE of the rate
+ * in force. Nothing is set aside: a call the reserve does not claim goes to the next caller as it comes, so callers
+ * lose only the calls hot entries take, at most a tenth. It starts empty and fills at its rate.
+ */
+export class Reserve {
+  #level = 0
+  #at: number
+
+  constructor (now: number) {
+    this.#at = now
+  }
+
+  /** Whether a refresh-ahead call may go ahead of callers at `now`, this instance's rate being `rps`. */
+  available (rps: number, now: number): boolean {
+    const reserveRps = rps * RESERVE_SHARE
+    this.#level = Math.min(Math.max(1, reserveRps * DEPTH_MS / 1000), this.#level + reserveRps * Math.max(0, now - this.#at) / 1000)
+    this.#at = Math.max(this.#at, now)
+    return this.#level >= 1
+  }
+
+  /** One call went ahead of callers. */
+  take (): void {
+    this.#level -= 1
+  }
+
+  /** How long until the next call of the reserve, at `rps` (after `available` said none). */
+  nextInMs (rps: number): number {
+    return Math.max(1, Math.ceil((1 - this.#level) * 1000 / (rps * RESERVE_SHARE)))
+  }
+}
