@@ -1,6 +1,7 @@
 /**
  * Import rules for src/, checked by `npm run lint`. The layers, from the top:
- *   app.ts, server.ts → plugins/ → routes/ → http/ → lookups/ → cache/ → redis/;  upstream/ → redis/
+ *   app.ts, server.ts → plugins/ → routes/ → http/ → lookups/ → cache/ → redis/;  upstream/ → redis/;
+ *   plugins/tracing.ts → tracing/ (the OpenTelemetry SDK, imported only when tracing is on)
  * and below them all the shared vocabulary (config, errors, resources, schemas, telemetry, logging,
  * rate-limit, load-budget, cancellation), which imports none of the layers. A module imports its own
  * layer and those below it, never one above.
@@ -39,6 +40,8 @@ module.exports = {
       'The upstream edge stands on Redis (the shared token and back-off); the cache reaches it through the lookups.'),
     below('redis-at-the-bottom', BASE, '^src/redis/',
       'Redis is the lowest layer but the shared vocabulary.'),
+    below('tracing-sdk-only-from-its-plugin', '^src/(?!tracing/|plugins/tracing\\.ts$)', '^src/tracing/',
+      'The OpenTelemetry SDK is loaded by plugins/tracing.ts alone, and only when tracing is on; the logic makes its spans through the API (telemetry/tracing.ts).'),
     {
       name: 'shared-vocabulary-imports-no-layer',
       severity: 'error',

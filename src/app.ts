@@ -10,6 +10,8 @@ import errorHandler from './plugins/error-handler.ts'
 import httpEdges from './plugins/http-edges.ts'
 import redis from './plugins/redis.ts'
 import telemetry from './plugins/telemetry.ts'
+import tracing from './plugins/tracing.ts'
+import { tracingConfigured } from './telemetry/tracing.ts'
 import answerHeaders from './plugins/answer-headers.ts'
 import gracefulClose from './plugins/graceful-close.ts'
 import securityHeaders from './plugins/security-headers.ts'
@@ -56,7 +58,7 @@ export async function buildApp ({
     // No Host on an HTTP/1.1 request is refused by plugins/http-edges.ts, with the contract's body rather than node:http's empty one.
     http: { headersTimeout: slowClients.headersMs, connectionsCheckingInterval: slowClients.checkIntervalMs, requireHostHeader: false },
     requestTimeout: slowClients.requestMs,
-    ...(isLoggerInstance(logger) ? { loggerInstance: logger } : { logger: logger ?? loggerOptions(config.LOG_LEVEL) }),
+    ...(isLoggerInstance(logger) ? { loggerInstance: logger } : { logger: logger ?? loggerOptions(config.LOG_LEVEL, tracingConfigured(config)) }),
     logController: new OneLinePerRequest(),
     genReqId: requestId,
     // While closing, requests already on an open connection are still served (with Connection: close)
@@ -73,6 +75,8 @@ export async function buildApp ({
   answerHalfClosedRequests(app.server)
 
   await app.register(configPlugin, { config })
+  // First: its server span is the parent of everything a request causes, and its hooks must see every route.
+  await app.register(tracing)
   await app.register(routeConfig)
   await app.register(answerHeaders)
   await app.register(errorHandler)

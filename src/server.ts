@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig, type Config } from './config.ts'
 import { BatchedLogOutput, loggerOptions } from './logging/logging.ts'
+import { tracingConfigured } from './telemetry/tracing.ts'
 
 // The only module that reads process.env, picks the log transport and listens.
 // Behaviour never depends on NODE_ENV: everything is in the configuration.
@@ -37,7 +38,7 @@ function batchedStdout (): BatchedLogOutput {
 const app = await buildApp({
   config,
   logger: {
-    ...loggerOptions(config.LOG_LEVEL),
+    ...loggerOptions(config.LOG_LEVEL, tracingConfigured(config)),
     ...(process.stdout.isTTY ? { transport: { target: 'pino-pretty' } } : { stream: batchedStdout() })
   }
 })

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
+import { traceIds } from '../telemetry/tracing.ts'
 
 /** Query parameters that look like credentials (a client that put its token in the URL). */
 const SECRET_PARAMETER = /token|secret|password|auth|key|session/i
@@ -86,6 +87,7 @@ function safeReply (reply: { statusCode: number }): { statusCode: number } {
 export interface LoggerOptions {
   level: string
   serializers: { err: typeof safeError, req: typeof safeRequest, res: typeof safeReply }
+  mixin?: () => object
 }
 
 /**
@@ -95,8 +97,11 @@ export interface LoggerOptions {
  * primitives (counts, durations, keys, outcomes) and `err`, and `err`, `req` and `res` are reduced
  * to named safe fields by these serializers.
  */
-export function loggerOptions (level: string): LoggerOptions {
-  return { level, serializers: { err: safeError, req: safeRequest, res: safeReply } }
+export function loggerOptions (level: string, traced = false): LoggerOptions {
+  const options: LoggerOptions = { level, serializers: { err: safeError, req: safeRequest, res: safeReply } }
+  // With tracing on, a line names the trace and span it was written in (`trace_id`, `span_id`); off, nothing is looked up.
+  if (traced) options.mixin = () => traceIds() ?? {}
+  return options
 }
 
 /** Where log text goes: `process.stdout`, or a test's recorder. */

@@ -1,4 +1,5 @@
-import { SpanStatusCode, trace, type Attributes, type Span, type SpanContext } from '@opentelemetry/api'
+import { SpanStatusCode, trace, TraceFlags, type Attributes, type Span, type SpanContext } from '@opentelemetry/api'
+import type { Config } from '../config.ts'
 
 /**
  * The spans the logic makes, through the OpenTelemetry API only. Until the tracing SDK is started (never
@@ -6,6 +7,11 @@ import { SpanStatusCode, trace, type Attributes, type Span, type SpanContext } f
  * Only misses, loads and upstream calls use them; a hit held in this process never does.
  */
 const tracer = trace.getTracer('profile-bff')
+
+/** Tracing is on with a collector to send spans to; without one, no tracing SDK module is loaded at all. */
+export function tracingConfigured (config: Pick<Config, 'OTEL_EXPORTER_OTLP_ENDPOINT'>): boolean {
+  return config.OTEL_EXPORTER_OTLP_ENDPOINT !== undefined
+}
 
 /** Set once the SDK is started: until then `inSpan` runs its work at once, without a span or a context switch. */
 let recording = false
@@ -62,4 +68,20 @@ export function inSpan<T> (name: string, attributes: Attributes, work: (span: Sp
       span.end()
     }
   })
+}
+
+/** The ids a log line or a latency sample names its trace by: those of the span this code runs in, if any. */
+export function traceIds (): { trace_id: string, span_id: string } | undefined {
+  const spanContext = trace.getActiveSpan()?.spanContext()
+  return spanContext === undefined || !trace.isSpanContextValid(spanContext)
+    ? undefined
+    : { trace_id: spanContext.traceId, span_id: spanContext.spanId }
+}
+
+/** As `traceIds`, only for a sampled trace: an exemplar must lead to a trace the store has. */
+export function sampledTraceIds (): { trace_id: string, span_id: string } | undefined {
+  const spanContext = trace.getActiveSpan()?.spanContext()
+  return spanContext === undefined || (spanContext.traceFlags & TraceFlags.SAMPLED) === 0
+    ? undefined
+    : { trace_id: spanContext.traceId, span_id: spanContext.spanId }
 }

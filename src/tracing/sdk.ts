@@ -1,0 +1,58 @@
+import { context, propagation, trace } from '@opentelemetry/api'
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
+import { W3CTraceContextPropagator } from '@opentelemetry/core'
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici'
+import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace'
+import { FastifyOtelInstrumentation } from '@fastify/otel'
+import type { FastifyPluginCallback } from 'fastify'
+import type { Config } from '../config.ts'
+import { startSpans } from '../telemetry/tracing.ts'
+import { traceRedisCommands } from './redis-spans.ts'
+import { resourceOf, samplerOf } from './sampler.ts'
+import { serverSpan } from './server-span.ts'
+
+export interface Tracing {
+  /** The Fastify plugin that makes each request's server span (`@fastify/otel`); register it before the routes. */
+  plugin: FastifyPluginCallback
+  /** Exports the spans ended so far. */
+  flush: () => Promise<void>
+}
+
+/** Routes polled by machines every few seconds: a span each would bury the requests worth reading. */
+const UNTRACED = new Set(['/healthz', '/readyz', '/metrics'])
+
+let started: Tracing | undefined
+
+/**
+ * The OpenTelemetry SDK, started once per process (it is the API's global provider: several apps in one process, as
+ * in the tests, share it, with the first one's configuration). Loaded only by plugins/tracing.ts, and only when
+ * OTEL_EXPORTER_OTLP_ENDPOINT is set, so that without it no SDK module is even imported.
+ */
+export function startTracing (config: Config): Tracing {
+  started ??= start(config)
+  return started
+}
+
+function start (config: Config): Tracing {
+  const endpoint = (config.OTEL_EXPORTER_OTLP_ENDPOINT ?? '').replace(/\/+$/, '')
+  const provider = new TracerProvider({
+    resource: resourceOf(config),
+    sampler: samplerOf(config),
+    spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${endpoint}/v1/traces` }) })]
+  })
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator())
+  trace.setGlobalTracerProvider(provider)
+  // Client spans for the upstream and the identity provider, each sending its traceparent; only for traced work.
+  new UndiciInstrumentation({ requireParentforSpans: true }).enable()
+  traceRedisCommands(trace.getTracer('profile-bff.redis'))
+  const fastify = new FastifyOtelInstrumentation({
+    instrumentHooks: false,
+    instrumentHandler: false,
+    ignorePaths: ({ url }) => UNTRACED.has(url.split('?', 1)[0] ?? url),
+    requestHook: serverSpan
+  })
+  startSpans()
+  return { plugin: fastify.plugin(), flush: async () => { await provider.forceFlush() } }
+}
