@@ -49,6 +49,9 @@ export interface SimulatorStats {
   lastTokenRequest?: Record<string, unknown>
   lastAuthorization?: string
   lastPath?: string
+  /** The W3C `traceparent` of the last data call and of the last token request (a traced service sends one). */
+  lastTraceparent?: string
+  lastTokenTraceparent?: string
 }
 
 export interface Simulator {
@@ -115,6 +118,7 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
     stats.dataCalls++
     stats.lastPath = req.url
     stats.lastAuthorization = req.headers.authorization
+    stats.lastTraceparent = req.headers.traceparent?.toString()
     const callKey = `${route.kind}:${route.username}`
     stats.calls.set(callKey, (stats.calls.get(callKey) ?? 0) + 1)
 
@@ -140,6 +144,7 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
 
   async function issueToken (req: IncomingMessage, res: ServerResponse): Promise<void> {
     stats.tokenRequests++
+    stats.lastTokenTraceparent = req.headers.traceparent?.toString()
     const body = await readJson(req)
     stats.lastTokenRequest = body
     if (options.tokenLatencyMs > 0) await sleep(options.tokenLatencyMs)
