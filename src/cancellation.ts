@@ -18,9 +18,9 @@ export function isDeadline (reason: unknown): boolean {
   return reason instanceof DOMException && reason.name === 'TimeoutError'
 }
 
-/** `signal` (the caller's, or a shared load's) combined once with a deadline `ms` from now. */
+/** `signal` (the caller's, or a shared load's) combined once with a deadline `ms` from now (none left: at once). */
 export function withDeadline (signal: AbortSignal | undefined, ms: number): AbortSignal {
-  const deadline = AbortSignal.timeout(ms)
+  const deadline = AbortSignal.timeout(Math.max(0, Math.floor(ms)))
   return signal === undefined ? deadline : AbortSignal.any([signal, deadline])
 }
 

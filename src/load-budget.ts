@@ -5,10 +5,15 @@ export interface LoadBudget {
   /** An upstream call's whole time, queue, token and request included (UPSTREAM_TIMEOUT_MS). */
   callerMs: number
   /**
-   * How long a caller waits for a load at most, from when it asked, whoever makes the load (this instance or
-   * another): the call's own time and a margin, so that the call's deadline, when it is the one, answers first.
+   * How long a caller waits for a load at most, from its request's arrival (what it queued for before the lookup
+   * counts), whoever makes the load: its time less what sending the answer takes, so it is answered within its deadline.
    */
   callerWaitMs: number
+  /**
+   * A load a caller starts is given up this long after that caller's arrival, a little before its wait ends: what
+   * stopped the load (a budget spent, 503 UPSTREAM_BUDGET_EXHAUSTED) is then the answer, not a timeout.
+   */
+  callerLoadMs: number
   /** One token exchange with the identity provider. */
   exchangeMs: number
   /** How long an instance waits for another instance's exchange: that exchange, and a margin. */
@@ -24,15 +29,20 @@ export interface LoadBudget {
 }
 
 const MARGIN_MS = 1_000
-const CALLER_MARGIN_MS = 250
+/** Kept from a caller's time for its answer to reach it (an event loop under load included): a tenth, at most this. */
+const ANSWER_MARGIN_MS = 250
+/** A load's refusal travels to its callers within this share of the answer's margin. */
+const LOAD_LEAD_SHARE = 0.2
 const EXCHANGE_WAIT_MARGIN_MS = 2_000
 const LOCK_TTL_MS = 1_000
 
 export function loadBudget ({ UPSTREAM_TIMEOUT_MS: timeoutMs }: Pick<Config, 'UPSTREAM_TIMEOUT_MS'>): LoadBudget {
   const loadMs = 2 * timeoutMs + MARGIN_MS
+  const answerMarginMs = Math.min(ANSWER_MARGIN_MS, timeoutMs / 10)
   return {
     callerMs: timeoutMs,
-    callerWaitMs: timeoutMs + CALLER_MARGIN_MS,
+    callerWaitMs: timeoutMs - answerMarginMs,
+    callerLoadMs: timeoutMs - answerMarginMs * (1 + LOAD_LEAD_SHARE),
     exchangeMs: timeoutMs,
     exchangeWaitMs: timeoutMs + EXCHANGE_WAIT_MARGIN_MS,
     loadMs,
@@ -40,4 +50,9 @@ export function loadBudget ({ UPSTREAM_TIMEOUT_MS: timeoutMs }: Pick<Config, 'UP
     maxClaims: Math.ceil(loadMs / LOCK_TTL_MS),
     purgeMemoryMs: 2 * loadMs
   }
+}
+
+/** When a caller's request arrived: how long ago, in ms (a Fastify reply's `elapsedTime`, read only when a lookup must wait). */
+export interface Arrival {
+  readonly elapsedTime: number
 }

@@ -1,6 +1,6 @@
 import { isDeadline, withDeadline } from '../cancellation.ts'
 import { UPSTREAM_TIMEOUT } from '../errors.ts'
-import type { LoadBudget } from '../load-budget.ts'
+import type { Arrival, LoadBudget } from '../load-budget.ts'
 import type { CacheState, Priority, Resource } from '../resources.ts'
 import type { RedisBus } from '../redis/bus.ts'
 import type { Claim } from '../redis/owner-lock.ts'
@@ -41,7 +41,7 @@ export interface CacheStackOptions {
     claim: (key: string) => Promise<Claim | undefined>
     copies?: Omit<NearCopiesOptions, 'now'>
   }
-  budget: Pick<LoadBudget, 'purgeMemoryMs' | 'maxClaims' | 'callerWaitMs' | 'callerMs'>
+  budget: Pick<LoadBudget, 'purgeMemoryMs' | 'maxClaims' | 'callerWaitMs' | 'callerLoadMs' | 'callerMs'>
   /** When a hot entry is refreshed before it goes stale (see RefreshAhead). */
   refreshAhead?: RefreshAheadOptions
   now: () => number
@@ -93,13 +93,13 @@ export class CacheStack {
     this.#onError = onError
   }
 
-  /** `signal` aborts when the caller goes away (absent: a caller that never leaves). */
-  lookup (key: string, resource: Resource, load: Load, signal?: AbortSignal): Served | Promise<Served> {
+  /** `signal` aborts when the caller goes away (absent: a caller that never leaves); its time counts from `arrival` (absent: now). */
+  lookup (key: string, resource: Resource, load: Load, signal?: AbortSignal, arrival?: Arrival): Served | Promise<Served> {
     const now = this.#now()
     const held = this.#tier.held(key)
     if (held !== undefined && isFresh(held, now)) return this.#reported(resource, this.#hit(key, resource, held, load, now))
     return inSpan('cache.lookup', { 'pbff.resource': resource }, async (span) => {
-      const served = await this.#resolve(key, resource, load, signal)
+      const served = await this.#resolve(key, resource, load, signal, arrival)
       span.setAttribute('pbff.cache.state', served.state)
       return this.#reported(resource, served)
     })
@@ -114,17 +114,17 @@ export class CacheStack {
     this.#tier.clear()
   }
 
-  async #resolve (key: string, resource: Resource, load: Load, signal: AbortSignal | undefined): Promise<Served> {
+  async #resolve (key: string, resource: Resource, load: Load, signal: AbortSignal | undefined, arrival: Arrival | undefined): Promise<Served> {
     // A load started because the store had nothing servable answers before the store could tell anything
     // new: a herd's later callers join it at once. (A revalidation's callers are served the stale entry,
     // and a bypass's read the store again, which may be back.)
-    if (this.#flights.cause(key) === 'miss') return await this.#loaded(key, resource, undefined, load, signal, 'miss')
+    if (this.#flights.cause(key) === 'miss') return await this.#loaded(key, resource, load, signal, 'miss', arrival)
     let cached: CacheEntry | undefined
     try {
       cached = await this.#tier.get(key)
     } catch (error) {
       this.#onError(error, key, 'store')
-      return await this.#loaded(key, resource, undefined, load, signal, 'bypass')
+      return await this.#loaded(key, resource, load, signal, 'bypass', arrival)
     }
     const now = this.#now()
     if (cached !== undefined && isFresh(cached, now)) return this.#hit(key, resource, cached, load, now)
@@ -132,7 +132,7 @@ export class CacheStack {
       this.#inBackground(key, resource, cached, load, 'revalidation')
       return { entry: cached, state: 'STALE', at: now }
     }
-    return await this.#loaded(key, resource, undefined, load, signal, 'miss')
+    return await this.#loaded(key, resource, load, signal, 'miss', arrival)
   }
 
   /** A fresh entry served; a hot one about to go stale is refreshed meanwhile. */
@@ -150,15 +150,18 @@ export class CacheStack {
     })
   }
 
-  /** The key's load in this process, joined or started, as `cause` names it. */
+  /** The key's load in this process, joined or started, for a caller who arrived at `arrival`. */
   async #loaded (
-    key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal | undefined, cause: FlightCause
+    key: string, resource: Resource, load: Load, signal: AbortSignal | undefined, cause: 'miss' | 'bypass', arrival: Arrival | undefined
   ): Promise<Served> {
-    // However long the load takes (another instance's, say), its caller waits no longer than its own time.
-    const wait = withDeadline(signal, this.#budget.callerWaitMs)
+    const waitedMs = arrival?.elapsedTime ?? 0
+    // However long the load takes (another instance's, say), its caller waits no longer than its own time, from its
+    // arrival; a load it starts ends a little earlier, so that what stopped it (the budget spent: 503) is the answer.
+    const wait = withDeadline(signal, this.#budget.callerWaitMs - waitedMs)
+    const loadMs = this.#budget.callerLoadMs - waitedMs
     const entry = await inSpan('cache.load', { 'pbff.resource': resource, 'pbff.load.cause': cause, 'pbff.coalescer': 'owner' }, async (span) => {
       try {
-        return await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, seen, load, loadSignal, cause), cause, wait, (startedIn) => {
+        return await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, undefined, load, withDeadline(loadSignal, loadMs), cause), cause, wait, (startedIn) => {
           span.setAttribute('pbff.coalescer', 'waiter')
           linkTo(span, startedIn)
           this.#telemetry.coalescedWaiter(resource)

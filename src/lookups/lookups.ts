@@ -2,6 +2,7 @@ import pMap from 'p-map'
 import { createEntry, type CacheEntry, type Representation } from '../cache/cache-entry.ts'
 import type { CacheStack, Served } from '../cache/cache-stack.ts'
 import { cacheKey } from '../cache/keys.ts'
+import type { Arrival } from '../load-budget.ts'
 import { RESOURCES, type Priority, type Resource } from '../resources.ts'
 import type { FreshnessPolicy } from './freshness.ts'
 import type { ProfileField } from '../schemas/profile.ts'
@@ -22,7 +23,8 @@ export type User = Record<ProfileField, string>
 /**
  * What the routes ask for, in their terms: a member's profile or timeline, served through the cache,
  * at once when this process holds it fresh (a value), else as a promise. An upstream 404 becomes a
- * negative entry, cached like any other. `signal` aborts when the caller goes away.
+ * negative entry, cached like any other. `signal` aborts when the caller goes away; `arrival` is when its request
+ * came, which its time counts from.
  */
 export class Lookups {
   readonly #options: LookupsOptions
@@ -36,20 +38,20 @@ export class Lookups {
   }
 
   /** A field query is answered from this too: a miss loads the whole profile, which then serves all ten fields. */
-  profile (username: string, signal?: AbortSignal): Served | Promise<Served> {
-    return this.#lookup('profile', username, signal)
+  profile (username: string, signal?: AbortSignal, arrival?: Arrival): Served | Promise<Served> {
+    return this.#lookup('profile', username, signal, arrival)
   }
 
-  timeline (username: string, signal?: AbortSignal): Served | Promise<Served> {
-    return this.#lookup('timeline', username, signal)
+  timeline (username: string, signal?: AbortSignal, arrival?: Arrival): Served | Promise<Served> {
+    return this.#lookup('timeline', username, signal, arrival)
   }
 
   /** Several members' profiles, each as `profile` serves it; a failure is that member's answer, not the others'. */
-  async profiles (usernames: readonly string[], concurrency: number, signal?: AbortSignal): Promise<Array<PromiseSettledResult<Served>>> {
+  async profiles (usernames: readonly string[], concurrency: number, signal?: AbortSignal, arrival?: Arrival): Promise<Array<PromiseSettledResult<Served>>> {
     // At most `concurrency` at once, so one batch never overflows the upstream client's bounded queue.
     return await pMap(usernames, async (username): Promise<PromiseSettledResult<Served>> => {
       try {
-        return { status: 'fulfilled', value: await this.profile(username, signal) }
+        return { status: 'fulfilled', value: await this.profile(username, signal, arrival) }
       } catch (reason) {
         return { status: 'rejected', reason }
       }
@@ -76,10 +78,10 @@ export class Lookups {
     return { body: JSON.stringify({ [field]: this.userOf(entry)[field] }), etag: `${entry.etag.slice(0, -1)}.${field}"` }
   }
 
-  #lookup (kind: Resource, username: string, signal: AbortSignal | undefined): Served | Promise<Served> {
+  #lookup (kind: Resource, username: string, signal: AbortSignal | undefined, arrival: Arrival | undefined): Served | Promise<Served> {
     const { keyPrefix, cache } = this.#options
     const load = async (loadSignal: AbortSignal, priority: Priority): Promise<CacheEntry> => await this.#load(kind, username, loadSignal, priority)
-    return cache.lookup(cacheKey(keyPrefix, kind, username), kind, load, signal)
+    return cache.lookup(cacheKey(keyPrefix, kind, username), kind, load, signal, arrival)
   }
 
   async #load (kind: Resource, username: string, signal: AbortSignal, priority: Priority): Promise<CacheEntry> {

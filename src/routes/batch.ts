@@ -58,7 +58,7 @@ const batchRoutes: FastifyPluginAsyncTypebox<BatchRoutesOptions> = async (app, {
     const wanted = request.query.fields === undefined ? undefined : new Set<string>(request.query.fields)
     const fields = wanted && PROFILE_FIELDS.filter((field) => wanted.has(field.toLowerCase()))
     const valid = usernames.filter((username) => usernameCheck.Check(username))
-    const { value: results, ms } = await timed(async () => await lookups.profiles(valid, app.config.UPSTREAM_MAX_CONCURRENCY, callerSignal(request)))
+    const { value: results, ms } = await timed(async () => await lookups.profiles(valid, app.config.UPSTREAM_MAX_CONCURRENCY, callerSignal(request), reply))
     const served = new Map<string, Served | ErrorResponse>()
     valid.forEach((username, i) => {
       const result = results[i] as PromiseSettledResult<Served>

@@ -36,7 +36,7 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: withHeaders(ProfileResponse, CACHED_HEADERS), 304: notModified, ...lookupErrorResponses }
     },
     schemaErrorFormatter: usernameErrors
-  }, (request, reply) => serve(reply, lookups.profile(request.params.username, callerSignal(request)), encodings))
+  }, (request, reply) => serve(reply, lookups.profile(request.params.username, callerSignal(request), reply), encodings))
 
   app.get('/profile/:username/timeline', {
     schema: {
@@ -50,7 +50,7 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: withHeaders(TimelineResponse, CACHED_HEADERS), 304: notModified, ...lookupErrorResponses }
     },
     schemaErrorFormatter: usernameErrors
-  }, (request, reply) => serve(reply, lookups.timeline(request.params.username, callerSignal(request)), encodings))
+  }, (request, reply) => serve(reply, lookups.timeline(request.params.username, callerSignal(request), reply), encodings))
 
   app.get('/user/:username', {
     schema: {
@@ -76,7 +76,7 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, (request, reply) => {
     const field = FIELD_BY_QUERY.get(request.query.query) as ProfileField
     // From the cached profile: a miss loads the whole profile once, which then answers all ten fields.
-    return serve(reply, lookups.profile(request.params.username, callerSignal(request)), encodings, ({ entry }) => lookups.fieldOf(entry, field))
+    return serve(reply, lookups.profile(request.params.username, callerSignal(request), reply), encodings, ({ entry }) => lookups.fieldOf(entry, field))
   })
 
   await app.register(batchRoutes, { encodings })
