@@ -55,7 +55,7 @@ t.test('a hot entry is refreshed before it goes stale while callers with nothing
   const freshness = { freshMs: 20_000, staleMs: 600_000 }
   const cache = new CacheStack({
     // Callers wait for as long as the test's clock runs (their real-time deadline never comes).
-    budget: { purgeMemoryMs: 60_000, maxClaims: 1, callerMs: 600_000, callerWaitMs: 600_000 },
+    budget: { purgeMemoryMs: 60_000, maxClaims: 1, callerMs: 600_000, callerWaitMs: 600_000, callerLoadMs: 600_000 },
     now: clock.now,
     telemetry: { cacheResult: () => {}, coalescedWaiter: () => {} },
     onError: () => {}
