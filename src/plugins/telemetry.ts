@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { PrometheusTelemetry } from '../telemetry/prometheus-telemetry.ts'
+import { sampledTraceIds, tracingConfigured } from '../telemetry/tracing.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -14,7 +15,8 @@ const UNMATCHED_ROUTE = 'unmatched'
 
 /** Builds the app's metrics (a registry of its own) and counts every answered request. */
 async function telemetry (app: FastifyInstance): Promise<void> {
-  const metrics = new PrometheusTelemetry()
+  // With tracing on, a latency sample names its sampled trace (an exemplar: a panel jumps from a slow bucket to it).
+  const metrics = new PrometheusTelemetry(tracingConfigured(app.config) ? { exemplar: sampledTraceIds } : {})
   app.decorate('telemetry', metrics)
   app.addHook('onResponse', (request, reply, done) => {
     metrics.observeRequest({

@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type OpenMetricsContentType, type PrometheusContentType } from 'prom-client'
 import type { CacheState, Priority, Resource } from '../resources.ts'
 import { budgetMetrics } from './budget-metrics.ts'
 import type { BreakerState, BudgetScope, BudgetTelemetry, DropReason, Telemetry, UpstreamOutcome } from './telemetry.ts'
@@ -19,18 +19,38 @@ const BREAKER_STATES: readonly BreakerState[] = ['closed', 'open', 'half_open']
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 const UPSTREAM_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
+/** The labels naming the trace of a latency sample (an OpenMetrics exemplar): `trace_id`, `span_id`. */
+export type ExemplarLabels = Record<string, string>
+
+export interface PrometheusTelemetryOptions {
+  /** The trace of the sample being observed, if it has a sampled one; given: exemplars, in the OpenMetrics format. */
+  exemplar?: () => ExemplarLabels | undefined
+}
+
+type ContentType = PrometheusContentType | OpenMetricsContentType
+type AnyRegistry = Registry<PrometheusContentType> | Registry<OpenMetricsContentType>
+
+function registryOf (contentType: ContentType): AnyRegistry {
+  if (contentType === Registry.PROMETHEUS_CONTENT_TYPE) return new Registry()
+  const registry = new Registry<OpenMetricsContentType>()
+  registry.setContentType(contentType)
+  return registry
+}
+
 /**
- * Node's process metrics describe the process, not an app: collected once, into a registry of their
- * own, and rendered after each app's metrics. (Several apps in one process, as in the tests, would
- * otherwise each start an event-loop monitor and a GC observer that nothing can stop.)
+ * Node's process metrics describe the process, not an app: collected once (per exposition format), into a
+ * registry of their own, and rendered after each app's metrics. (Several apps in one process, as in the tests,
+ * would otherwise each start an event-loop monitor and a GC observer that nothing can stop.)
  */
-let processRegistry: Registry | undefined
-function processMetrics (): Registry {
-  if (processRegistry === undefined) {
-    processRegistry = new Registry()
-    collectDefaultMetrics({ register: processRegistry })
+const processRegistries = new Map<ContentType, AnyRegistry>()
+function processMetrics (contentType: ContentType): AnyRegistry {
+  let registry = processRegistries.get(contentType)
+  if (registry === undefined) {
+    registry = registryOf(contentType)
+    collectDefaultMetrics({ register: registry })
+    processRegistries.set(contentType, registry)
   }
-  return processRegistry
+  return registry
 }
 
 /**
@@ -38,8 +58,9 @@ function processMetrics (): Registry {
  * Every instance has its own registry, so apps built side by side never share a counter.
  */
 export class PrometheusTelemetry implements Telemetry {
-  readonly contentType: string
-  readonly #registry = new Registry()
+  readonly contentType: ContentType
+  readonly #registry: AnyRegistry
+  readonly #exemplar: PrometheusTelemetryOptions['exemplar']
   readonly #requests: Counter<'method' | 'route' | 'status'>
   readonly #requestSeconds: Histogram<'method' | 'route'>
   readonly #cacheLookups: Counter<'resource' | 'state'>
@@ -52,14 +73,20 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #breakerState: Gauge<'state'>
   readonly #breakerOpenings: Counter
   readonly #redisUp: Gauge
-  readonly #budget: BudgetTelemetry = budgetMetrics(this.#registry)
+  readonly #budget: BudgetTelemetry
   // The states last reported, to count transitions (a repeated report is not a new window).
   #inBackoff = false
   #breaker: BreakerState | undefined
   #redisState: boolean | undefined
 
-  constructor () {
+  constructor ({ exemplar }: PrometheusTelemetryOptions = {}) {
+    // Exemplars exist only in the OpenMetrics format (Prometheus asks for it first).
+    this.#registry = registryOf(exemplar === undefined ? Registry.PROMETHEUS_CONTENT_TYPE : Registry.OPENMETRICS_CONTENT_TYPE)
+    this.#exemplar = exemplar
+    // prom-client's types bind a registry to one format; the metrics themselves take either.
+    this.#budget = budgetMetrics(this.#registry as Registry)
     const registers = [this.#registry]
+    const enableExemplars = exemplar !== undefined
     this.contentType = this.#registry.contentType
     this.#requests = new Counter({
       name: `${PREFIX}http_requests_total`,
@@ -72,7 +99,8 @@ export class PrometheusTelemetry implements Telemetry {
       help: 'Time to answer a request, by method and route pattern',
       labelNames: ['method', 'route'],
       buckets: REQUEST_BUCKETS,
-      registers
+      registers,
+      enableExemplars
     })
     this.#cacheLookups = new Counter({
       name: `${PREFIX}cache_lookups_total`,
@@ -91,7 +119,8 @@ export class PrometheusTelemetry implements Telemetry {
       help: 'Time the upstream took to answer, by resource',
       labelNames: ['resource'],
       buckets: UPSTREAM_BUCKETS,
-      registers
+      registers,
+      enableExemplars
     })
     this.#tokenExchanges = new Counter({
       name: `${PREFIX}token_exchanges_total`,
@@ -148,7 +177,7 @@ export class PrometheusTelemetry implements Telemetry {
   upstreamCall (resource: Resource, outcome: UpstreamOutcome, seconds: number): void {
     this.#upstreamCalls.labels(resource, outcome).inc()
     // A call never made (breaker open) took no upstream time worth a latency sample; a cancelled one measured its callers' patience.
-    if (outcome !== 'short_circuited' && outcome !== 'cancelled') this.#upstreamSeconds.labels(resource).observe(seconds)
+    if (outcome !== 'short_circuited' && outcome !== 'cancelled') this.#observe(this.#upstreamSeconds, { resource }, seconds)
   }
 
   cacheResult (resource: Resource, state: CacheState): void {
@@ -194,11 +223,20 @@ export class PrometheusTelemetry implements Telemetry {
 
   observeRequest ({ method, route, status, seconds }: RequestObservation): void {
     this.#requests.inc({ method, route, status })
-    this.#requestSeconds.observe({ method, route }, seconds)
+    this.#observe(this.#requestSeconds, { method, route }, seconds)
   }
 
-  /** The Prometheus text exposition: this app's metrics, then the process's. */
+  /** The exposition (Prometheus text, or OpenMetrics with exemplars): this app's metrics, then the process's. */
   async render (): Promise<string> {
-    return await this.#registry.metrics() + await processMetrics().metrics()
+    const process = processMetrics(this.contentType)
+    if (this.#exemplar === undefined) return await this.#registry.metrics() + await process.metrics()
+    // One document: OpenMetrics ends with `# EOF`, which two renderings put together would have twice.
+    return await Registry.merge([this.#registry, process] as Registry[]).metrics()
+  }
+
+  #observe<T extends string> (histogram: Histogram<T>, labels: Partial<Record<T, string>>, seconds: number): void {
+    // An exemplar-enabled histogram takes only the object form; empty labels record no exemplar.
+    if (this.#exemplar === undefined) histogram.observe(labels, seconds)
+    else histogram.observe({ labels, value: seconds, exemplarLabels: (this.#exemplar() ?? {}) as Partial<Record<T, string>> })
   }
 }
