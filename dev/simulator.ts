@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { profileOf, timelineOf } from './profiles.ts'
 import { applyFault, readJson, sendJson, type Fault } from './simulator-answers.ts'
@@ -77,6 +78,8 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
   const tokenFaults: Fault[] = []
   let alwaysFault: Fault | undefined
   const stats = freshStats()
+  /** When each data call arrived (performance.now()), in order: GET /__sim/call-times?from=N answers those from the Nth on. */
+  const callTimes: number[] = []
   let inFlight = 0
 
   const server = createServer((req, res) => {
@@ -111,11 +114,13 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
     if (req.method === 'POST' && pathname === '/oauth/token') return await issueToken(req, res)
     if (req.method === 'POST' && pathname === '/__sim/config') return await configure(req, res)
     if (req.method === 'GET' && pathname === '/__sim/stats') return sendJson(res, 200, statsJson())
+    if (req.method === 'GET' && pathname === '/__sim/call-times') return sendJson(res, 200, callTimes.slice(Number(searchParams.get('from') ?? 0)))
     if (req.method !== 'GET' || !pathname.startsWith(`${basePath}/`)) return sendJson(res, 404, { error: 'no such route' })
 
     const route = matchRoute(pathname.slice(basePath.length))
     if (route === undefined) return sendJson(res, 404, { error: 'no such route' })
     stats.dataCalls++
+    callTimes.push(performance.now())
     stats.lastPath = req.url
     stats.lastAuthorization = req.headers.authorization
     stats.lastTraceparent = req.headers.traceparent?.toString()
@@ -206,6 +211,7 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
       dataFaults.length = 0
       tokenFaults.length = 0
       alwaysFault = undefined
+      callTimes.length = 0
       Object.assign(stats, freshStats())
     },
     close: async () => {
