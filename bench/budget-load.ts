@@ -4,7 +4,7 @@ import type { Pool } from 'undici'
 import { percentile } from './stats.ts'
 
 // The budget phase's load generator and arithmetic (issue 25 point 6): what callers got, counted as they get it,
-// and the upstream's calls per window, read from successive samples of the simulator's counter.
+// and the upstream's calls per window, from the time each call reached the simulator.
 
 /** What one stream of callers got: answers by outcome (`200 HIT`, `200 STALE`, `503 UPSTREAM_BUDGET_EXHAUSTED`, `0` for no answer). */
 export interface Outcomes {
@@ -75,13 +75,14 @@ export function outcomeOf (status: number, xCache: string | undefined, body: str
   }
 }
 
-/** What callers got, in the issue's terms: a 200 fresh (HIT, MISS, BYPASS), a 200 stale, a 503, anything else. */
-export function callerShares (outcomes: Record<string, number>): { fresh: number, stale: number, unavailable: number, other: number } {
-  const shares = { fresh: 0, stale: 0, unavailable: 0, other: 0 }
+/** What callers got, in the issue's terms: a 200 fresh (HIT, MISS, BYPASS), a 200 stale, a 503, a 504, anything else. */
+export function callerShares (outcomes: Record<string, number>): { fresh: number, stale: number, unavailable: number, timeout: number, other: number } {
+  const shares = { fresh: 0, stale: 0, unavailable: 0, timeout: 0, other: 0 }
   for (const [outcome, n] of Object.entries(outcomes)) {
     if (outcome === '200 STALE') shares.stale += n
     else if (outcome.startsWith('200 ')) shares.fresh += n
     else if (outcome === '503' || outcome.startsWith('503 ')) shares.unavailable += n
+    else if (outcome === '504' || outcome.startsWith('504 ')) shares.timeout += n
     else shares.other += n
   }
   return shares
@@ -133,53 +134,43 @@ export async function pacedLoop (
   await Promise.all(inFlight)
 }
 
-/** The simulator's data-call counter at a moment (ms on any monotonic clock). */
-export interface CallSample {
-  atMs: number
-  calls: number
-}
-
 export interface BusiestWindow {
   calls: number
-  /** The window's actual length: from one sample to the first at least `windowMs` later. */
-  spanMs: number
-  /** Its start, from the first sample. */
+  /** Its start, from the first call, in ms. */
   startMs: number
 }
 
 /**
- * The most calls counted between a sample and the first sample at least `windowMs` later: each window is at least
- * `windowMs` long (a sample period longer at most), so this can only overstate what any window of `windowMs` saw.
+ * The most calls in any window of `windowMs`, [t, t + windowMs), from each call's arrival time at the upstream
+ * (sorted, ms): a busiest window can always be slid to start at a call, so trying each call's time is exact.
  */
-export function busiestWindow (samples: CallSample[], windowMs = 1_000): BusiestWindow {
-  let busiest: BusiestWindow = { calls: 0, spanMs: Number.NaN, startMs: Number.NaN }
+export function busiestWindow (times: readonly number[], windowMs = 1_000): BusiestWindow {
+  let busiest: BusiestWindow = { calls: 0, startMs: 0 }
   let end = 0
-  const first = samples[0]?.atMs ?? 0
-  for (let start = 0; start < samples.length; start++) {
-    const from = samples[start] as CallSample
-    while (end < samples.length && (samples[end] as CallSample).atMs - from.atMs < windowMs) end++
-    if (end >= samples.length) break
-    const to = samples[end] as CallSample
-    if (Number.isNaN(busiest.spanMs) || to.calls - from.calls > busiest.calls) {
-      busiest = { calls: to.calls - from.calls, spanMs: to.atMs - from.atMs, startMs: from.atMs - first }
-    }
+  for (let start = 0; start < times.length; start++) {
+    const from = times[start] as number
+    while (end < times.length && (times[end] as number) < from + windowMs) end++
+    if (end - start > busiest.calls) busiest = { calls: end - start, startMs: from - (times[0] as number) }
   }
   return busiest
 }
 
-/** Calls in each whole second from the first sample (the sample nearest each second's end), for the record. */
-export function perSecond (samples: CallSample[]): number[] {
-  const first = samples[0]
+/** Calls in each whole second from the first call, for the record. */
+export function perSecond (times: readonly number[]): number[] {
+  const first = times[0]
   if (first === undefined) return []
   const counts: number[] = []
-  let previous = first.calls
-  let index = 0
-  for (let second = 1; ; second++) {
-    const edge = first.atMs + second * 1_000
-    while (index < samples.length && (samples[index] as CallSample).atMs < edge) index++
-    if (index >= samples.length) return counts
-    const at = samples[index] as CallSample
-    counts.push(at.calls - previous)
-    previous = at.calls
+  for (const at of times) {
+    const second = Math.floor((at - first) / 1_000)
+    while (counts.length <= second) counts.push(0)
+    counts[second] = (counts[second] as number) + 1
   }
+  return counts
+}
+
+/** The arrival time of each data call the simulator counted, from the `from`th on (ms on its own clock, in order). */
+export async function callTimes (simulatorUrl: string, from: number): Promise<number[]> {
+  const response = await fetch(`${simulatorUrl}/__sim/call-times?from=${from}`, { signal: AbortSignal.timeout(30_000) })
+  if (!response.ok) throw new Error(`simulator call times answered ${response.status}`)
+  return await response.json() as number[]
 }

@@ -21,12 +21,12 @@ export interface BudgetResult {
   zipf: { usernames: number, exponent: number, connections: number, result: Outcomes }
   hot: { usernames: number, intervalMs: number, result: Outcomes }
   upstream: {
-    /** Data calls the simulator counted from the load's start until the last answer. */
+    /** Data calls the simulator counted from the load's start until the background work after the last answer. */
     calls: number
+    /** The most calls in any 1-second window, from each call's arrival time at the simulator. */
     busiest: BusiestWindow
-    /** Calls in each whole second of the load, in order. */
+    /** Calls in each whole second from the first call, in order. */
     perSecond: number[]
-    samplePeriodMs: number
   }
   /** Summed over the instances, from their /metrics (pbff_upstream_budget_*), over the same span. */
   classes: { calls: Record<string, number>, deferred: Record<string, number>, dropped: Record<string, number> }
@@ -41,7 +41,7 @@ export function budgetSection ({ budget }: { budget?: BudgetResult }): string[] 
   const second = (n: number): string => `${(n / budget.seconds).toFixed(0)}/s`
   const row = (label: string, result: Outcomes): string => {
     const shares = callerShares(result.outcomes)
-    return `| ${label} | ${count(result.requests)} (${second(result.requests)}) | ${count(shares.fresh)} | ${count(shares.stale)} | ${count(shares.unavailable)}` +
+    return `| ${label} | ${count(result.requests)} (${second(result.requests)}) | ${count(shares.fresh)} | ${count(shares.stale)} | ${count(shares.unavailable)} | ${count(shares.timeout)}` +
       ` | ${count(shares.other)} | ${statuses(result.outcomes)} | ${ms(result.p50Ms)} / ${ms(result.p99Ms)} / ${ms(result.maxMs)}` +
       ` | ${count(result.overDeadline)}${result.overDeadline === 0 ? '' : ` (${statuses(result.lateOutcomes)})`} |`
   }
@@ -55,13 +55,13 @@ export function budgetSection ({ budget }: { budget?: BudgetResult }): string[] 
       ` ${hot.intervalMs} ms on the next instance in turn. PROFILE_TTL_SECONDS=${budget.profileTtlSeconds}, so that each hot entry` +
       ` reaches the end of its freshness (and refresh-ahead has to act) about ${Math.floor(budget.seconds / budget.profileTtlSeconds)} times during the phase;` +
       ` the callers' deadline is UPSTREAM_TIMEOUT_MS=${budget.deadlineMs}; the upstream simulator answers in ${budget.upstreamLatencyMs} ms.` +
-      ` Upstream calls are the simulator's data-call counter, sampled every ${upstream.samplePeriodMs} ms; a window runs from one sample to the` +
-      ' first at least 1 s later, so its count can only overstate any 1-second window\'s.',
+      ' Upstream calls are counted from the time each reached the simulator: the busiest window is the most calls in any' +
+      ' 1-second window, exactly (every window starting at a call is counted, and a busiest one always can).',
     '',
     '| upstream (and the instances) | value |',
     '|---|---:|',
     `| calls in the busiest 1-second window (bound: ${budget.maxRps} + burst ${budget.burst} = ${bound}) | **${count(upstream.busiest.calls)}**` +
-      ` (${Number.isNaN(upstream.busiest.spanMs) ? 'no window' : `${upstream.busiest.spanMs.toFixed(0)} ms from ${(upstream.busiest.startMs / 1000).toFixed(1)} s`}) |`,
+      ` (from ${(upstream.busiest.startMs / 1000).toFixed(2)} s) |`,
     `| the instances' CPU over the load (1.00: a core throughout) | ${budget.instanceCores.map((cores) => cores.toFixed(2)).join(', ')} |`,
     `| the load generator's CPU; its event loop's delay, p99 / max | ${budget.generator.cores.toFixed(2)}; ${ms(budget.generator.lagP99Ms)} / ${ms(budget.generator.lagMaxMs)} |`,
     `| samples (one a second) in which an instance saw Redis down, of ${budget.redisDown.samples} | ${budget.redisDown.perInstance.join(', ')} |`,
@@ -71,8 +71,8 @@ export function budgetSection ({ budget }: { budget?: BudgetResult }): string[] 
     `| calls that waited for budget, by class | ${statuses(classes.deferred)} |`,
     `| calls turned away, by class and reason | ${statuses(classes.dropped)} |`,
     '',
-    '| callers | requests | 200 fresh (HIT, MISS) | 200 stale | 503 | other | by outcome | p50 / p99 / max | past the deadline |',
-    '|---|---:|---:|---:|---:|---:|---|---:|---:|',
+    '| callers | requests | 200 fresh (HIT, MISS) | 200 stale | 503 | 504 | other | by outcome | p50 / p99 / max | past the deadline |',
+    '|---|---:|---:|---:|---:|---:|---:|---|---:|---:|',
     row(`Zipf over ${count(zipf.usernames)}`, zipf.result),
     row(`${hot.usernames} hot usernames`, hot.result),
     '',

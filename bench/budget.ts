@@ -1,7 +1,7 @@
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Pool } from 'undici'
-import { busiestWindow, closedLoop, pacedLoop, perSecond, Tally, type CallSample } from './budget-load.ts'
+import { busiestWindow, callTimes, closedLoop, pacedLoop, perSecond, Tally } from './budget-load.ts'
 import type { BudgetResult } from './budget-report.ts'
 import { countedBetween, sampleValues } from './metrics.ts'
 import { warm } from './phases.ts'
@@ -26,7 +26,6 @@ const ZIPF_EXPONENT = 1.1
 const ZIPF_SEED = 20_251_125
 const HOT_USERNAMES = 20
 const HOT_INTERVAL_MS = 100
-const SAMPLE_MS = 100
 
 export interface BudgetSettings {
   seconds: number
@@ -78,18 +77,9 @@ export async function budgetPhase (
     const sample = zipfSampler(settings.usernames, ZIPF_EXPONENT, seededRandom(ZIPF_SEED))
     log(`budget: ${settings.seconds} s of a Zipf mix over ${settings.usernames} usernames (${settings.connections} callers in a closed loop) and the hot usernames every ${HOT_INTERVAL_MS} ms`)
 
-    const samples: CallSample[] = []
+    // The calls from here on are the phase's: the simulator keeps each one's arrival time, read at the end.
+    const callsBefore = (await simulatorCounts(simulator.url)).dataCalls
     const sampling = { running: true }
-    const sampler = (async () => {
-      const started = performance.now()
-      for (let tick = 0; sampling.running; tick++) {
-        const at = performance.now()
-        const counts = await simulatorCounts(simulator.url)
-        // The counter's moment: halfway through the request that read it.
-        samples.push({ atMs: (at + performance.now()) / 2, calls: counts.dataCalls })
-        await sleep(Math.max(0, started + (tick + 1) * SAMPLE_MS - performance.now()))
-      }
-    })()
     // Whether each instance sees Redis up (pbff_redis_up), once a second: while it does not, it keeps to its share.
     const redisDown = instances.map(() => 0)
     let redisSamples = 0
@@ -101,7 +91,6 @@ export async function budgetPhase (
         await sleep(1_000)
       }
     })()
-    await sleep(SAMPLE_MS)
     const cpuBefore = instances.map((instance) => instance.cpu()?.processMs ?? Number.NaN)
     const generatorCpu = process.cpuUsage()
     const generatorLag = monitorEventLoopDelay({ resolution: 10 })
@@ -125,10 +114,10 @@ export async function budgetPhase (
     // Background refreshes the last answers started land within a second or two.
     await sleep(2_000)
     sampling.running = false
-    await Promise.all([sampler, redisSampler])
+    await redisSampler
     const after = await Promise.all(instances.map(async (instance) => await metricsText(instance.url)))
 
-    const first = samples[0]?.calls ?? 0
+    const times = await callTimes(simulator.url, callsBefore)
     const result: BudgetResult = {
       instances: INSTANCES,
       maxRps: MAX_RPS,
@@ -141,7 +130,7 @@ export async function budgetPhase (
       generator,
       zipf: { usernames: settings.usernames, exponent: ZIPF_EXPONENT, connections: settings.connections, result: zipf.summary() },
       hot: { usernames: HOT_USERNAMES, intervalMs: HOT_INTERVAL_MS, result: hot.summary() },
-      upstream: { calls: (samples.at(-1)?.calls ?? first) - first, busiest: busiestWindow(samples), perSecond: perSecond(samples), samplePeriodMs: SAMPLE_MS },
+      upstream: { calls: times.length, busiest: busiestWindow(times), perSecond: perSecond(times) },
       classes: budgetClasses(before, after),
       redisDown: { samples: redisSamples, perInstance: redisDown }
     }
