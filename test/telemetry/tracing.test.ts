@@ -1,0 +1,166 @@
+import { randomBytes } from 'node:crypto'
+import t from 'tap'
+import { loggerOptions } from '../../src/logging/logging.ts'
+import { cacheStack, capturedLogger, eventually, stack } from '../helper.ts'
+import { flushSpans, otlpReceiver, type ReceivedSpan } from './otlp-receiver.ts'
+
+// One collector for the file: the SDK is the process's global provider, started by the first app with the first endpoint.
+const receiver = await otlpReceiver()
+t.teardown(() => receiver.close())
+const TRACED = { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint }
+const SERVER = 2
+const CLIENT = 3
+/** What went out to upstreams and clients during the file: no span may hold any of it. */
+const secrets = new Set<string>()
+
+/** A caller's `traceparent` with a trace id of its own, so that each request's trace is told apart. */
+function caller (): { traceId: string, spanId: string, traceparent: string } {
+  const traceId = randomBytes(16).toString('hex')
+  const spanId = randomBytes(8).toString('hex')
+  return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` }
+}
+
+/** The spans of one trace exported so far. */
+async function traceOf (traceId: string): Promise<ReceivedSpan[]> {
+  await flushSpans()
+  return receiver.spans.filter((span) => span.traceId === traceId)
+}
+
+function one (spans: ReceivedSpan[], name: string, where: Partial<ReceivedSpan['attributes']> = {}): ReceivedSpan {
+  const found = spans.filter((span) => span.name === name && Object.entries(where).every(([key, value]) => span.attributes[key] === value))
+  if (found.length !== 1) throw new Error(`expected one ${name} span ${JSON.stringify(where)}, found ${found.length}: ${spans.map((s) => s.name).join(', ')}`)
+  return found[0] as ReceivedSpan
+}
+
+const childrenOf = (spans: ReceivedSpan[], parent: ReceivedSpan): ReceivedSpan[] => spans.filter((span) => span.parentSpanId === parent.spanId)
+const traceparentOf = (span: ReceivedSpan): string => `00-${span.traceId}-${span.spanId}-01`
+
+t.test('a cold miss: the caller\'s trace continued, the story of the load told, the traceparent sent upstream and to the identity provider', async (t) => {
+  const { app, sim } = await cacheStack(t, { env: TRACED })
+  const { traceId, spanId, traceparent } = caller()
+  const res = await app.inject({ url: '/profile/alice', headers: { traceparent } })
+  t.equal(res.headers['x-cache'], 'MISS')
+  secrets.add(String(sim.stats.lastAuthorization).replace(/^Bearer /, ''))
+
+  const spans = await traceOf(traceId)
+  const server = one(spans, 'GET /profile/:username')
+  t.equal(server.parentSpanId, spanId, 'the incoming traceparent is continued')
+  t.equal(server.kind, SERVER)
+  t.match(server.attributes, {
+    'http.request.method': 'GET', 'http.route': '/profile/:username', 'url.path': '/profile/alice', 'http.response.status_code': 200, 'pbff.cache.state': 'MISS'
+  })
+  const lookup = one(childrenOf(spans, server), 'cache.lookup')
+  t.match(lookup.attributes, { 'pbff.cache.state': 'MISS', 'pbff.resource': 'profile' })
+  const load = one(childrenOf(spans, lookup), 'cache.load')
+  t.match(load.attributes, { 'pbff.coalescer': 'owner', 'pbff.lock': 'owner', 'pbff.load.cause': 'miss' })
+  const call = one(childrenOf(spans, load), 'upstream.call')
+  t.match(call.attributes, { 'pbff.resource': 'profile', 'pbff.priority': 'caller', 'pbff.upstream.outcome': 'ok' })
+  const token = one(childrenOf(spans, call), 'upstream.token')
+  t.equal(token.attributes['pbff.token'], 'renewed', 'no token yet: this call started the exchange')
+  const get = one(childrenOf(spans, call), 'GET')
+  t.match(get, { kind: CLIENT, attributes: { 'url.path': '/profile/alice', 'http.response.status_code': 200 } })
+  t.equal(sim.stats.lastTraceparent, traceparentOf(get), 'the upstream received the traceparent of the call\'s span')
+  const exchange = one(spans, 'POST')
+  t.match(exchange, { kind: CLIENT, attributes: { 'url.path': '/oauth/token' } })
+  t.ok([token.spanId, call.spanId].includes(exchange.parentSpanId ?? ''), 'the exchange belongs to the token the call waited for')
+  t.equal(sim.stats.lastTokenTraceparent, traceparentOf(exchange), 'the identity provider received the traceparent of the exchange\'s span')
+  const commands = spans.filter((span) => span.attributes['db.system.name'] === 'redis')
+  t.ok(commands.some((span) => span.name === 'SET' && span.parentSpanId === load.spanId), 'the owner lock\'s claim')
+  t.ok(commands.some((span) => span.name === 'PUBLISH'), 'the fill told to the other instances')
+  for (const command of commands) t.same(Object.keys(command.attributes).sort(), ['db.namespace', 'db.operation.name', 'db.system.name', 'server.address', 'server.port'], `${command.name}: its name, never its arguments`)
+
+  const metrics = (await app.inject('/metrics')).body
+  t.match(metrics, new RegExp(`^pbff_upstream_call_duration_seconds_bucket\\{[^}]*\\} \\d+ # \\{trace_id="${traceId}",span_id="[\\da-f]{16}"\\}`, 'm'),
+    'the upstream latency histogram names the sampled trace (an exemplar)')
+  t.match(metrics, new RegExp(`^pbff_http_request_duration_seconds_bucket\\{[^}]*route="/profile/:username"\\} \\d+ # \\{trace_id="${traceId}"`, 'm'))
+})
+
+t.test('a hit is one server span with the cache state, and nothing more', async (t) => {
+  const { app } = await cacheStack(t, { env: TRACED })
+  await app.inject('/profile/bob')
+  const { traceId, traceparent } = caller()
+  t.equal((await app.inject({ url: '/profile/bob', headers: { traceparent } })).headers['x-cache'], 'HIT')
+  const spans = await traceOf(traceId)
+  t.equal(spans.length, 1)
+  t.match(spans[0], { name: 'GET /profile/:username', kind: SERVER, attributes: { 'pbff.cache.state': 'HIT', 'http.response.status_code': 200 } })
+})
+
+t.test('a caller that joins a load under way in its instance links to the span of that load', async (t) => {
+  const { app, sim } = await cacheStack(t, { env: TRACED, sim: { latencyMs: 50 } })
+  const first = caller()
+  const second = caller()
+  const answers = await Promise.all([
+    app.inject({ url: '/profile/carol', headers: { traceparent: first.traceparent } }),
+    app.inject({ url: '/profile/carol', headers: { traceparent: second.traceparent } })
+  ])
+  t.same(answers.map((res) => res.headers['x-cache']), ['MISS', 'MISS'])
+  t.equal(sim.callsFor('profile', 'carol'), 1)
+  const owner = one(await traceOf(first.traceId), 'cache.load', { 'pbff.coalescer': 'owner' })
+  const waiter = one(await traceOf(second.traceId), 'cache.load', { 'pbff.coalescer': 'waiter' })
+  t.same(waiter.links, [{ traceId: first.traceId, spanId: owner.spanId }])
+  t.notOk((await traceOf(second.traceId)).some((span) => span.name === 'upstream.call'), 'the waiter called nobody')
+})
+
+t.test('a waiter on a second instance links to the span of the load the first instance made for it', async (t) => {
+  const { app, sim, another } = await cacheStack(t, { env: TRACED, sim: { latencyMs: 100 } })
+  const second = await another()
+  const first = caller()
+  const waiter = caller()
+  const owning = app.inject({ url: '/profile/dave', headers: { traceparent: first.traceparent } })
+  await eventually(() => sim.callsFor('profile', 'dave') === 1, 'the first instance is loading')
+  const waiting = second.inject({ url: '/profile/dave', headers: { traceparent: waiter.traceparent } })
+  const answers = await Promise.all([owning, waiting])
+  t.same(answers.map((res) => res.headers['x-cache']), ['MISS', 'MISS'])
+  t.equal(sim.callsFor('profile', 'dave'), 1, 'one upstream call for both instances')
+
+  const owner = one(await traceOf(first.traceId), 'cache.load', { 'pbff.lock': 'owner' })
+  const spans = await traceOf(waiter.traceId)
+  const waited = one(spans, 'cache.load', { 'pbff.lock': 'waiter' })
+  t.same(waited.links, [{ traceId: first.traceId, spanId: owner.spanId }], 'carried by the bus message that woke it')
+  t.notOk(spans.some((span) => span.name === 'upstream.call'), 'the waiter called nobody')
+})
+
+t.test('a stale answer: served at once, and its background revalidation in the same trace', async (t) => {
+  const { app, sim, clock } = await cacheStack(t, { env: TRACED })
+  await app.inject('/profile/erin')
+  clock.advance(301_000)
+  const { traceId, traceparent } = caller()
+  t.equal((await app.inject({ url: '/profile/erin', headers: { traceparent } })).headers['x-cache'], 'STALE')
+  await eventually(async () => (await traceOf(traceId)).some((span) => span.name === 'cache.load'), 'the revalidation ended')
+  t.equal(sim.callsFor('profile', 'erin'), 2)
+  const spans = await traceOf(traceId)
+  const server = one(spans, 'GET /profile/:username')
+  t.equal(server.attributes['pbff.cache.state'], 'STALE')
+  const lookup = one(childrenOf(spans, server), 'cache.lookup')
+  t.equal(lookup.attributes['pbff.cache.state'], 'STALE')
+  const revalidation = one(childrenOf(spans, lookup), 'cache.load')
+  t.match(revalidation.attributes, { 'pbff.load.cause': 'revalidation', 'pbff.lock': 'owner' })
+  t.match(one(childrenOf(spans, revalidation), 'upstream.call').attributes, { 'pbff.priority': 'background', 'pbff.upstream.outcome': 'ok' })
+})
+
+t.test('log lines name the trace and span they were written in', async (t) => {
+  const { logger, lines } = capturedLogger()
+  const { app } = await stack(t, { env: TRACED, logger: { ...logger, ...loggerOptions('info', true) } })
+  const { traceId, traceparent } = caller()
+  await app.inject({ url: '/profile/frank', headers: { traceparent } })
+  const server = one(await traceOf(traceId), 'GET /profile/:username')
+  t.match(lines.find((line) => line.msg === 'request completed'), { trace_id: traceId, span_id: server.spanId })
+})
+
+t.test('no span holds a token, a secret, a credential or an Authorization header', async (t) => {
+  const admin = `admin-${randomBytes(12).toString('hex')}`
+  const { app, sim } = await stack(t, { env: { ...TRACED, ADMIN_TOKEN: admin } })
+  const { traceId, traceparent } = caller()
+  const leaked = `leak-${randomBytes(12).toString('hex')}`
+  await app.inject({ url: `/profile/grace?access_token=${leaked}`, headers: { traceparent, authorization: `Bearer ${leaked}` } })
+  t.equal((await app.inject({ method: 'POST', url: '/admin/purge/grace', headers: { authorization: `Bearer ${admin}` } })).statusCode, 200)
+  secrets.add(String(sim.stats.lastAuthorization).replace(/^Bearer /, '')).add(sim.options.clientSecret).add(admin).add(leaked)
+  t.ok((await traceOf(traceId)).length > 3, 'the miss was traced')
+
+  const exported = receiver.bodies.join('\n')
+  for (const secret of secrets) t.notOk(exported.includes(secret), `${secret.slice(0, 6)}… is in no span`)
+  t.notMatch(exported, /authorization|bearer|client_secret|access_token/i)
+  const suspect = receiver.spans.flatMap((span) => Object.keys(span.attributes)
+    .filter((key) => /header|auth|secret|query\.text|statement|args/i.test(key)).map((key) => `${span.name}: ${key}`))
+  t.same(suspect, [], 'no attribute of any span is a header, a credential or a command\'s arguments')
+})
