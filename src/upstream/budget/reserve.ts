@@ -1,7 +1,10 @@
 /** The share of this instance's rate that refresh-ahead may take ahead of callers (docs/upstream-budget.md, "The reserve"). */
 export const RESERVE_SHARE = 0.1
-/** Unused, the reserve accrues one second of its rate at most (and always one call): a quiet spell buys no burst of refreshes. */
-const DEPTH_MS = 1_000
+/**
+ * Unused, the reserve accrues this long of its rate at most (and always one call): refresh-ahead's shortest lead, so
+ * that hot entries filled together (and so due together) can all be refreshed within it.
+ */
+const DEPTH_MS = 5_000
 
 /**
  * Refresh-ahead's reserve on one instance: a right of way over waiting callers, for at most RESERVE_SHARE of the rate
