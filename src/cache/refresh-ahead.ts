@@ -16,8 +16,8 @@ const MIN_WINDOW_MS = 5_000
 /**
  * Which hits should refresh their entry ahead of time: an entry asked for HOT_HITS times in the last tenth of its
  * freshness (at least 5 s) is refreshed then, so that a hot profile is never served stale nor costs a caller a miss.
- * The refresh asks for spare budget only (class `refresh-ahead`); if none was to be had, every HOT_HITS more hits ask
- * again. Counted per entry version, in a WeakMap: what is no longer held is forgotten with it.
+ * The refresh asks as class `refresh-ahead`: the budget's reserve for it (a tenth of the rate), else spare budget
+ * only; if none was to be had, every HOT_HITS more hits ask again. Counted per entry version, in a WeakMap: what is no longer held is forgotten with it.
  */
 export class RefreshAhead {
   readonly #hits = new WeakMap<CacheEntry, number>()
