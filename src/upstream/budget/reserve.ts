@@ -1,5 +1,5 @@
 /** The share of this instance's rate that refresh-ahead may take ahead of callers (docs/upstream-budget.md, "The reserve"). */
-export const RESERVE_SHARE = 0.1
+const RESERVE_SHARE = 0.1
 /**
  * Unused, the reserve accrues this long of its rate at most (and always one call): refresh-ahead's shortest lead, so
  * that hot entries filled together (and so due together) can all be refreshed within it.
