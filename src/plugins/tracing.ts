@@ -26,7 +26,8 @@ async function tracing (app: FastifyInstance): Promise<void> {
     if (typeof state === 'string') request.opentelemetry().span?.setAttribute('pbff.cache.state', state)
     done(null, payload)
   })
-  app.addHook('onClose', async () => { await flush() })
+  // A collector that is away costs the traces, never the shutdown.
+  app.addHook('onClose', async () => { await flush().catch((err: unknown) => { app.log.warn({ err }, 'spans not exported on close') }) })
 }
 
 export default fp(tracing, { name: 'tracing', dependencies: ['config'] })

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { context, propagation, trace } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
@@ -54,5 +55,13 @@ function start (config: Config): Tracing {
     requestHook: serverSpan
   })
   startSpans()
-  return { plugin: fastify.plugin(), flush: async () => { await provider.forceFlush() } }
+  return { plugin: fastify.plugin(), flush: async () => { await Promise.race([provider.forceFlush(), flushTimeout()]) } }
+}
+
+/** A collector that does not answer delays a shutdown by this much at most (the exporter itself would retry for 10 s). */
+const FLUSH_TIMEOUT_MS = 1_000
+
+async function flushTimeout (): Promise<never> {
+  await sleep(FLUSH_TIMEOUT_MS, undefined, { ref: false })
+  throw new Error(`the collector took more than ${FLUSH_TIMEOUT_MS} ms`)
 }
