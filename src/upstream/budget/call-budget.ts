@@ -170,7 +170,7 @@ export class CallBudget {
     this.#lapsesAt = grant.lapsesAt
     this.#reportRate()
     if (grant.retryInMs > 0) {
-      // A refresh-ahead waiting for its reserve asks again when the reserve has a call, if that comes first.
+      // A refresh-ahead waiting for its reserve to refill asks again when it has, if that comes first.
       const retryInMs = this.#queue('refresh-ahead').length === 0 ? grant.retryInMs : Math.min(grant.retryInMs, this.#reserve.nextInMs(this.rate().shareRps))
       const cancel = this.#schedule(Math.ceil(retryInMs * (1 + RETRY_JITTER * (2 * this.#random() - 1))), () => {
         this.#retry = undefined

@@ -32,8 +32,8 @@ export class Reserve {
     this.#level -= 1
   }
 
-  /** How long until the next call of the reserve, at `rps` (after `available` said none). */
+  /** How long until the reserve has a call, at `rps`, as `available` last saw it; Infinity while it has one (nothing to wait for). */
   nextInMs (rps: number): number {
-    return Math.max(1, Math.ceil((1 - this.#level) * 1000 / (rps * RESERVE_SHARE)))
+    return this.#level >= 1 ? Infinity : Math.max(1, Math.ceil((1 - this.#level) * 1000 / (rps * RESERVE_SHARE)))
   }
 }

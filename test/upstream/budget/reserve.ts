@@ -22,6 +22,8 @@ async function saturated (everyMs: number) {
     if (at % everyMs === everyMs - 100) calls.ask(gate, 'refresh-ahead')
     await timers.advance(100)
   }
+  // The last ones asked are served, or dropped after their wait.
+  await timers.advance(1_000)
   const waiting = RPS * SECONDS * 2 - calls.grantedOf('caller')
   return { calls, waiting }
 }
@@ -30,11 +32,11 @@ t.test('while callers keep the budget spent, refresh-ahead goes ahead of them by
   const { calls, waiting } = await saturated(100)
   const refreshes = calls.grantedOf('refresh-ahead')
   t.ok(waiting > 0, `callers were waiting throughout (${waiting} still are)`)
-  // The reserve starts empty and fills at a tenth of the rate: at 10 calls/s, one call a second.
-  t.ok(refreshes >= SECONDS * RPS / 10 - 1 && refreshes <= SECONDS * RPS / 10, `refresh-ahead: ${refreshes} calls in ${SECONDS} s`)
+  // The reserve starts empty and fills at a tenth of the rate: at 10 calls/s, one call a second, 21 in the 21 s.
+  t.ok(refreshes >= SECONDS - 1 && refreshes <= SECONDS + 1, `refresh-ahead: ${refreshes} calls in ${SECONDS + 1} s`)
   t.ok(calls.peak(5_000, 'refresh-ahead') <= 2 * 5 * RPS / 10, `never more than the reserve and its depth (5 s of it) in any 5 s (${calls.peak(5_000, 'refresh-ahead')})`)
   const all = calls.granted.length
-  t.ok(all >= RPS * SECONDS && all <= RPS * SECONDS + RPS, `the budget was spent, and kept: ${all} calls`)
+  t.ok(all >= RPS * (SECONDS + 1) && all <= RPS * (SECONDS + 1) + RPS, `the budget was spent, and kept: ${all} calls`)
   t.equal(calls.grantedOf('caller'), all - refreshes, 'callers got every call refresh-ahead did not take')
   t.ok(calls.refused.every(({ priority }) => priority === 'refresh-ahead'), 'only refresh-ahead beyond its reserve was dropped')
 })
@@ -43,7 +45,7 @@ t.test('a reserve refresh-ahead does not use is the callers\' at once', async (t
   const { calls } = await saturated(5_000)
   t.equal(calls.grantedOf('refresh-ahead'), SECONDS / 5, 'one refresh every 5 s, each at once')
   const all = calls.granted.length
-  t.ok(all >= RPS * SECONDS, `the budget was spent: ${all} calls`)
+  t.ok(all >= RPS * (SECONDS + 1), `the budget was spent: ${all} calls`)
   t.equal(calls.grantedOf('caller'), all - SECONDS / 5, 'callers got all the rest')
   t.equal(calls.refused.length, 0)
 })
