@@ -52,11 +52,13 @@ function option (command: string[] | undefined, flag: string): string | undefine
 const bffEnv = Object.fromEntries(Object.entries(service('bff').environment ?? {}).map(([key, value]) => [key, interpolate(String(value))]))
 const upstreamEnv = service('upstream').environment ?? {}
 
-t.test('Redis, the upstream simulator and the BFF; Prometheus and Grafana in the observability profile', async (t) => {
-  t.same(Object.keys(services).sort(), ['bff', 'grafana', 'prometheus', 'redis', 'upstream'])
+const OBSERVABILITY = ['grafana', 'jaeger', 'otel-collector', 'prometheus']
+
+t.test('Redis, the upstream simulator and the BFF; Prometheus, Grafana, a collector and Jaeger in the observability profile', async (t) => {
+  t.same(Object.keys(services).sort(), ['bff', 'grafana', 'jaeger', 'otel-collector', 'prometheus', 'redis', 'upstream'])
   for (const name of ['redis', 'upstream', 'bff']) t.equal(service(name).profiles, undefined, `${name} starts by default`)
-  for (const name of ['prometheus', 'grafana']) t.same(service(name).profiles, ['observability'], name)
-  for (const name of ['redis', 'prometheus', 'grafana']) t.match(service(name).image, /^[\w./-]+:v?\d+\.\d+\.\d+(-\w+)?$/, `${name}: an exact version`)
+  for (const name of OBSERVABILITY) t.same(service(name).profiles, ['observability'], name)
+  for (const name of ['redis', ...OBSERVABILITY]) t.match(service(name).image, /^[\w./-]+:v?\d+\.\d+\.\d+(-\w+)?$/, `${name}: an exact version`)
 })
 
 t.test('one image per target, each built once: the service and the simulator from the same Dockerfile', async (t) => {
@@ -92,8 +94,8 @@ t.test('Redis has a memory limit and an eviction policy that evicts any key, lea
   t.equal(option(command, '--save'), '', 'a cache: nothing persisted')
 })
 
-t.test('the observability profile mounts the rules, the dashboard and their provisioning from deploy/', async (t) => {
-  for (const name of ['prometheus', 'grafana']) {
+t.test('the observability profile mounts the rules, the dashboard, the collector\'s configuration and their provisioning from deploy/', async (t) => {
+  for (const name of OBSERVABILITY) {
     for (const volume of service(name).volumes ?? []) {
       const [source = '', , mode] = volume.split(':')
       t.ok(existsSync(new URL(source, root)), `${name}: ${source} exists`)
@@ -179,5 +181,33 @@ t.test('docker-compose parses the file, observability profile included', {
   const resolved = parse(parsed.stdout) as { services: Record<string, Service> }
   t.same(Object.keys(resolved.services).sort(), Object.keys(services).sort())
   t.equal(resolved.services.bff?.environment?.ADMIN_TOKEN, '', 'an unset ADMIN_TOKEN interpolates to nothing')
+  t.equal(resolved.services.bff?.environment?.OTEL_EXPORTER_OTLP_ENDPOINT, '', 'no tracing unless the shell asks for it')
   t.equal(resolved.services.bff?.mem_limit, service('bff').mem_limit, 'the memory limit is kept')
+})
+
+t.test('traces: the BFF can send them to the collector, which forwards them to Jaeger, which Grafana reads; exemplars lead there', async (t) => {
+  const collector = parse(read('deploy/otel-collector/config.yaml')) as {
+    receivers: { otlp: { protocols: { http: { endpoint: string } } } }
+    exporters: Record<string, { endpoint: string }>
+    service: { pipelines: { traces: { receivers: string[], exporters: string[] } } }
+  }
+  const documented = /OTEL_EXPORTER_OTLP_ENDPOINT=(http:\/\/[\w-]+:\d+) docker compose --profile observability up/.exec(read('docker-compose.yml'))?.[1] ?? ''
+  const endpoint = new URL(documented)
+  t.equal(endpoint.hostname, 'otel-collector', 'the compose file\'s header names the collector service')
+  t.equal(collector.receivers.otlp.protocols.http.endpoint, `0.0.0.0:${endpoint.port}`, 'where the collector listens for OTLP/HTTP')
+  t.same(loadConfig({ ...bffEnv, OTEL_EXPORTER_OTLP_ENDPOINT: documented }).OTEL_EXPORTER_OTLP_ENDPOINT, documented, 'a valid configuration')
+  t.equal(bffEnv.OTEL_EXPORTER_OTLP_ENDPOINT, '', 'off unless the shell sets it')
+  const { traces } = collector.service.pipelines
+  t.same(traces.receivers, ['otlp'])
+  t.same(traces.exporters.map((name) => collector.exporters[name]?.endpoint), ['jaeger:4317'], 'to Jaeger\'s OTLP port')
+  t.same(service('otel-collector').depends_on as unknown, ['jaeger'])
+
+  const jaeger = parse(read('deploy/grafana/provisioning/datasources/jaeger.yml')) as { datasources: Array<{ type: string, uid: string, url: string }> }
+  t.same(jaeger.datasources.map(({ type, uid, url }) => ({ type, uid, url })), [{ type: 'jaeger', uid: 'jaeger', url: 'http://jaeger:16686' }])
+  t.ok(service('jaeger').ports?.some((port) => port.endsWith(':16686')), 'Jaeger\'s UI and API on 16686')
+  const prometheus = parse(read('deploy/grafana/provisioning/datasources/prometheus.yml')) as {
+    datasources: Array<{ jsonData?: { exemplarTraceIdDestinations?: Array<{ name: string, datasourceUid: string }> } }>
+  }
+  t.same(prometheus.datasources[0]?.jsonData?.exemplarTraceIdDestinations, [{ name: 'trace_id', datasourceUid: 'jaeger' }], 'the exemplar label the service writes')
+  t.ok(service('prometheus').command?.includes('--enable-feature=exemplar-storage'), 'Prometheus keeps exemplars')
 })
