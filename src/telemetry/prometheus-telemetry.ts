@@ -177,7 +177,9 @@ export class PrometheusTelemetry implements Telemetry {
   upstreamCall (resource: Resource, outcome: UpstreamOutcome, seconds: number): void {
     this.#upstreamCalls.labels(resource, outcome).inc()
     // A call never made (breaker open) took no upstream time worth a latency sample; a cancelled one measured its callers' patience.
-    if (outcome !== 'short_circuited' && outcome !== 'cancelled') this.#observe(this.#upstreamSeconds, { resource }, seconds)
+    if (outcome === 'short_circuited' || outcome === 'cancelled') return
+    if (this.#exemplar === undefined) this.#upstreamSeconds.observe({ resource }, seconds)
+    else this.#observeWithExemplar(this.#upstreamSeconds, { resource }, seconds, this.#exemplar)
   }
 
   cacheResult (resource: Resource, state: CacheState): void {
@@ -223,7 +225,9 @@ export class PrometheusTelemetry implements Telemetry {
 
   observeRequest ({ method, route, status, seconds }: RequestObservation): void {
     this.#requests.inc({ method, route, status })
-    this.#observe(this.#requestSeconds, { method, route }, seconds)
+    // Off, a hit's observation is what it always was.
+    if (this.#exemplar === undefined) this.#requestSeconds.observe({ method, route }, seconds)
+    else this.#observeWithExemplar(this.#requestSeconds, { method, route }, seconds, this.#exemplar)
   }
 
   /** The exposition (Prometheus text, or OpenMetrics with exemplars): this app's metrics, then the process's. */
@@ -234,9 +238,10 @@ export class PrometheusTelemetry implements Telemetry {
     return await Registry.merge([this.#registry, process] as Registry[]).metrics()
   }
 
-  #observe<T extends string> (histogram: Histogram<T>, labels: Partial<Record<T, string>>, seconds: number): void {
-    // An exemplar-enabled histogram takes only the object form; empty labels record no exemplar.
-    if (this.#exemplar === undefined) histogram.observe(labels, seconds)
-    else histogram.observe({ labels, value: seconds, exemplarLabels: (this.#exemplar() ?? {}) as Partial<Record<T, string>> })
+  /** An exemplar-enabled histogram takes only the object form; empty exemplar labels record none. */
+  #observeWithExemplar<T extends string> (
+    histogram: Histogram<T>, labels: Partial<Record<T, string>>, seconds: number, exemplar: () => ExemplarLabels | undefined
+  ): void {
+    histogram.observe({ labels, value: seconds, exemplarLabels: (exemplar() ?? {}) as Partial<Record<T, string>> })
   }
 }
