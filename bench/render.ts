@@ -4,6 +4,7 @@ import { invalidReasons, ratioMedian, VALIDITY, type TargetSummary } from './rou
 import { count, mib, missing, ms, pct, ratioText, servedCounts, signedMs, statuses, times, us } from './format.ts'
 import { herdSummary, redisTroubleVerdicts, verdicts } from './report.ts'
 import type { BenchResults, FloorCheck } from './results.ts'
+import { tracingSection } from './tracing.ts'
 
 // The report of one run (bench/results/latest.md): a section per phase that ran, then every target with PASS or MISS.
 
@@ -24,6 +25,7 @@ export function renderReport (results: BenchResults): string {
     ...troubleSection(results),
     ...scanSection(results),
     ...budgetSection(results),
+    ...tracingSection(results),
     '',
     '## Targets (issues 6, 10, 13, 23 and 25)',
     '',

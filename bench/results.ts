@@ -1,5 +1,6 @@
 import type { BudgetResult } from './budget-report.ts'
 import type { TargetSummary } from './rounds.ts'
+import type { TracingResult } from './tracing.ts'
 
 // What one run of the benchmark measured, phase by phase: what bench/run.ts gathers and render.ts writes.
 
@@ -99,4 +100,6 @@ export interface BenchResults {
   scan?: ScanResult[]
   /** Issue 25: three instances under a fleet-wide upstream budget (see budget.ts). */
   budget?: BudgetResult
+  /** Tracing's cost (issue 26): hits and misses with tracing off, and on at 100% and 1%. */
+  tracing?: TracingResult
 }

@@ -13,6 +13,7 @@ import { batchVsSingles, hitResponse, shelterRounds, warm, zipfMix } from './pha
 import { ProcessGroup, type RunningChild } from './processes.ts'
 import { redisTrouble } from './redis-trouble.ts'
 import { scanPhase } from './scan.ts'
+import { tracingPhase } from './tracing.ts'
 import { deleteKeysUnder, assertRedisReachable } from './redis-keys.ts'
 import { phaseSetting, integerSetting, PHASES } from './settings.ts'
 import type { BenchResults } from './results.ts'
@@ -59,7 +60,9 @@ const DEADLINE_MS = 60_000 +
   // Three scans, each at a few thousand usernames a second on a quiet machine: two minutes for 100,000 on a busy one.
   (runs('scan') ? 3 * (120_000 * settings.scan.usernames / 100_000 + 30_000) : 0) +
   // Three instances and a simulator to start, the hot usernames to warm, the load, then its last deadline.
-  (runs('budget') ? 1_000 * settings.budget.seconds + 90_000 : 0)
+  (runs('budget') ? 1_000 * settings.budget.seconds + 90_000 : 0) +
+  // Three instances: their hit rounds, and a thousand misses each per round at 32 at a time over the upstream latency.
+  (runs('tracing') ? 3 * (1_500 * (settings.warmUpSeconds + settings.roundSeconds * settings.rounds) + 20_000 * settings.rounds) + 30_000 : 0)
 
 /** The herd's instances, and its floor's: two of each. */
 const PAIR = ['a', 'b']
@@ -92,7 +95,7 @@ process.exit()
 
 async function bench (): Promise<BenchResults> {
   const machine = machineInfo()
-  if (runs('hit')) assertWrkInstalled()
+  if (runs('hit') || runs('tracing')) assertWrkInstalled()
   await assertRedisReachable(settings.redisUrl)
   log(`phases: ${settings.phases.join(', ')} (BENCH_PHASES)`)
   log('building the service (tsc -p tsconfig.build.json)')
@@ -179,6 +182,12 @@ async function bench (): Promise<BenchResults> {
     budget = await budgetPhase({ group, logLevel: settings.logLevel, redisUrl: settings.redisUrl, keyPrefix, upstreamLatencyMs: settings.upstreamLatencyMs, settings: settings.budget, log })
   }
 
+  let tracing: BenchResults['tracing']
+  if (runs('tracing')) {
+    const load = { connections: settings.connections, seconds: settings.roundSeconds, warmUpSeconds: settings.warmUpSeconds }
+    tracing = await tracingPhase({ group, simulator, logLevel: settings.logLevel, paths, rounds: settings.rounds, load, misses: { count: 1_000, concurrency: 32 }, log })
+  }
+
   const { phases, upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames } = settings
   return {
     machine,
@@ -189,7 +198,8 @@ async function bench (): Promise<BenchResults> {
     ...(batch !== undefined && { batch }),
     ...(trouble !== undefined && { redisTrouble: trouble }),
     ...(scan !== undefined && { scan }),
-    ...(budget !== undefined && { budget })
+    ...(budget !== undefined && { budget }),
+    ...(tracing !== undefined && { tracing })
   }
 }
 

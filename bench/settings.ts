@@ -8,7 +8,7 @@ export function integerSetting (name: string, fallback: number, min: number, max
 }
 
 /** The benchmark's phases, in the order a run takes them. */
-export const PHASES = ['zipf', 'herd', 'list', 'hit', 'trouble', 'scan', 'budget'] as const
+export const PHASES = ['zipf', 'herd', 'list', 'hit', 'trouble', 'scan', 'budget', 'tracing'] as const
 export type Phase = typeof PHASES[number]
 
 /** A comma-separated list of phases from the environment (`BENCH_PHASES=hit`); unset or empty: all of them. */
