@@ -10,7 +10,7 @@ FormatRegistry.Set('http-url', (value) => {
 FormatRegistry.Set('redis-url', (value) => URL.canParse(value) && /^rediss?:$/.test(new URL(value).protocol))
 
 /** The standard samplers of `OTEL_TRACES_SAMPLER` that need nothing beyond the SDK. */
-export const TRACE_SAMPLERS = [
+const TRACE_SAMPLERS = [
   'always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'
 ] as const
 

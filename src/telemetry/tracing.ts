@@ -24,14 +24,14 @@ export function startSpans (): void {
 const NO_SPAN = trace.wrapSpanContext({ traceId: '', spanId: '', traceFlags: 0 })
 
 /** The W3C `traceparent` of `spanContext`: how a span is named to another process (a bus message, a header). */
-export function traceparentOf ({ traceId, spanId, traceFlags }: SpanContext): string {
+function traceparentOf ({ traceId, spanId, traceFlags }: SpanContext): string {
   return `00-${traceId}-${spanId}-${traceFlags.toString(16).padStart(2, '0')}`
 }
 
 const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/
 
 /** The span context a `traceparent` names; undefined when it names none (absent, malformed, or all zeros). */
-export function spanContextOf (traceparent: string | undefined): SpanContext | undefined {
+function spanContextOf (traceparent: string | undefined): SpanContext | undefined {
   const [, traceId = '', spanId = '', flags = ''] = TRACEPARENT.exec(traceparent ?? '') ?? []
   const spanContext = { traceId, spanId, traceFlags: Number.parseInt(flags, 16), isRemote: true }
   return trace.isSpanContextValid(spanContext) ? spanContext : undefined
