@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onResponseHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { PrometheusTelemetry } from '../telemetry/prometheus-telemetry.ts'
 import { sampledTraceIds, tracingConfigured } from '../telemetry/tracing.ts'
@@ -18,13 +18,20 @@ async function telemetry (app: FastifyInstance): Promise<void> {
   // With tracing on, a latency sample names its sampled trace (an exemplar: a panel jumps from a slow bucket to it).
   const metrics = new PrometheusTelemetry(tracingConfigured(app.config) ? { exemplar: sampledTraceIds } : {})
   app.decorate('telemetry', metrics)
+  const observe = (request: FastifyRequest, reply: FastifyReply, route: string): void => {
+    metrics.observeRequest({ method: request.method, route, status: reply.statusCode, seconds: reply.elapsedTime / 1000 })
+  }
+  // Each route's hook knows its path: `request.routeOptions` would build and freeze an object per request to tell it.
+  app.addHook('onRoute', (route) => {
+    const observeRoute: onResponseHookHandler = (request, reply, done) => {
+      observe(request, reply, route.url)
+      done()
+    }
+    route.onResponse = [...[route.onResponse ?? []].flat(), observeRoute]
+  })
+  // No onRoute hook sees the not-found handler: its answers are counted here.
   app.addHook('onResponse', (request, reply, done) => {
-    metrics.observeRequest({
-      method: request.method,
-      route: request.routeOptions.url ?? UNMATCHED_ROUTE,
-      status: reply.statusCode,
-      seconds: reply.elapsedTime / 1000
-    })
+    if (request.is404) observe(request, reply, UNMATCHED_ROUTE)
     done()
   })
 }
