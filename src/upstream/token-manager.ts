@@ -1,7 +1,7 @@
 import { untilAborted } from '../cancellation.ts'
 import { UPSTREAM_AUTH_FAILED } from '../errors.ts'
 import type { Telemetry } from '../telemetry/telemetry.ts'
-import { currentSpan, inSpan } from '../telemetry/tracing.ts'
+import { currentSpan, inSpan, linkTo } from '../telemetry/tracing.ts'
 import type { AccessToken } from './access-token.ts'
 import type { UpstreamLog } from './log.ts'
 import type { MintedToken } from './token-endpoint.ts'
@@ -176,8 +176,10 @@ export class TokenManager {
       const claim = await store.claim()
       if (claim.owner) return await this.#mintAsOwner(store, claim, signal)
       if (this.#now() >= deadline) throw new UPSTREAM_AUTH_FAILED('another instance is still exchanging credentials')
-      currentSpan().setAttribute('pbff.token', 'waited')
-      await claim.settled
+      const span = currentSpan()
+      span.setAttribute('pbff.token', 'waited')
+      // The other instance's exchange, when the message that ended the wait named it.
+      linkTo(span, await claim.settled)
     }
   }
 

@@ -120,6 +120,21 @@ t.test('a waiter on a second instance links to the span of the load the first in
   t.notOk(spans.some((span) => span.name === 'upstream.call'), 'the waiter called nobody')
 })
 
+t.test('an instance that waits for another one\'s token exchange links to it, then adopts its token', async (t) => {
+  const { app, sim, another } = await cacheStack(t, { env: TRACED, sim: { tokenLatencyMs: 100 } })
+  const second = await another()
+  const first = caller()
+  const waiter = caller()
+  const exchanging = app.inject({ url: '/profile/heidi', headers: { traceparent: first.traceparent } })
+  await eventually(() => sim.stats.tokenRequests === 1, 'the first instance is exchanging credentials')
+  const waiting = second.inject({ url: '/profile/ivan', headers: { traceparent: waiter.traceparent } })
+  t.same((await Promise.all([exchanging, waiting])).map((res) => res.statusCode), [200, 200])
+  t.equal(sim.stats.tokensIssued, 1, 'one exchange for both instances')
+  const exchange = one(await traceOf(first.traceId), 'upstream.token', { 'pbff.token': 'renewed' })
+  const adopted = one(await traceOf(waiter.traceId), 'upstream.token', { 'pbff.token': 'adopted' })
+  t.same(adopted.links, [{ traceId: first.traceId, spanId: exchange.spanId }])
+})
+
 t.test('a stale answer: served at once, and its background revalidation in the same trace', async (t) => {
   const { app, sim, clock } = await cacheStack(t, { env: TRACED })
   await app.inject('/profile/erin')
