@@ -1,4 +1,4 @@
-import { isDeadline, withDeadline } from '../cancellation.ts'
+import { isCancellation, isDeadline, withDeadline } from '../cancellation.ts'
 import { UPSTREAM_TIMEOUT } from '../errors.ts'
 import type { Arrival, LoadBudget } from '../load-budget.ts'
 import type { CacheState, Priority, Resource } from '../resources.ts'
@@ -159,6 +159,8 @@ export class CacheStack {
     // arrival; a load it starts ends a little earlier, so that what stopped it (the budget spent: 503) is the answer.
     const wait = withDeadline(signal, this.#budget.callerWaitMs - waitedMs)
     const loadMs = this.#budget.callerLoadMs - waitedMs
+    // A refresh under way in the background may be dropped for want of budget: that is no answer to a caller.
+    const joinsBackground = this.#flights.cause(key) === 'revalidation' || this.#flights.cause(key) === 'refresh-ahead'
     const entry = await inSpan('cache.load', { 'pbff.resource': resource, 'pbff.load.cause': cause, 'pbff.coalescer': 'owner' }, async (span) => {
       try {
         return await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, undefined, load, withDeadline(loadSignal, loadMs), cause), cause, wait, (startedIn) => {
@@ -167,7 +169,10 @@ export class CacheStack {
           this.#telemetry.coalescedWaiter(resource)
         })
       } catch (error) {
-        throw isDeadline(error) ? new UPSTREAM_TIMEOUT(this.#budget.callerMs) : error
+        if (isDeadline(error)) throw new UPSTREAM_TIMEOUT(this.#budget.callerMs)
+        if (!joinsBackground || isCancellation(error)) throw error
+        // Its own load, at the caller's class, within what is left of its time.
+        return (await this.#loaded(key, resource, load, signal, cause, arrival)).entry
       }
     })
     return { entry, state: cause === 'bypass' ? 'BYPASS' : 'MISS', at: this.#now() }
