@@ -123,7 +123,7 @@ t.test('windows and openings count transitions, not repeated reports', async (t)
 
 t.test('counts are cumulative from scrape to scrape: none lost, none counted twice', async (t) => {
   const telemetry = new PrometheusTelemetry()
-  const hit = { method: 'GET', route: '/profile/:username', status: 200, seconds: 0.0004 }
+  const profile = telemetry.requestSeries('GET', '/profile/:username')
   const counts = async () => {
     const samples = parseMetrics(await telemetry.render())
     return [
@@ -135,13 +135,13 @@ t.test('counts are cumulative from scrape to scrape: none lost, none counted twi
     ]
   }
   for (let i = 0; i < 3; i++) {
-    telemetry.observeRequest(hit)
+    profile.observe(200, 0.0004)
     telemetry.cacheResult('profile', 'HIT')
   }
   t.same(await counts(), [3, 3, 3, 3, undefined])
   t.same(await counts(), [3, 3, 3, 3, undefined], 'a second scrape adds nothing')
-  telemetry.observeRequest({ ...hit, seconds: 0.002 })
-  telemetry.observeRequest({ method: 'GET', route: 'unmatched', status: 404, seconds: 0.0002 })
+  profile.observe(200, 0.002)
+  telemetry.requestSeries('GET', 'unmatched').observe(404, 0.0002)
   t.same(await counts(), [4, 4, 3, 3, 1], 'the slower answer lands above the 0.5 ms bucket')
 })
 
