@@ -1,9 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.ts'
-import { OneLinePerRequest, type LineDestination } from './logging/access-line.ts'
-import { loggerOptions, requestId } from './logging/logging.ts'
-import { requestLogger } from './logging/request-logger.ts'
+import { loggerOptions, OneLinePerRequest, requestId } from './logging/logging.ts'
 import { answerHalfClosedRequests } from './http/half-close.ts'
 import { MAX_REQUEST_LINE_OCTETS } from './http/request-line.ts'
 import configPlugin from './plugins/config.ts'
@@ -61,8 +59,7 @@ export async function buildApp ({
     http: { headersTimeout: slowClients.headersMs, connectionsCheckingInterval: slowClients.checkIntervalMs, requireHostHeader: false },
     requestTimeout: slowClients.requestMs,
     ...(isLoggerInstance(logger) ? { loggerInstance: logger } : { logger: logger ?? loggerOptions(config.LOG_LEVEL, tracingConfigured(config)) }),
-    logController: new OneLinePerRequest(directDestination(logger)),
-    childLoggerFactory: requestLogger,
+    logController: new OneLinePerRequest(),
     genReqId: requestId,
     // While closing, requests already on an open connection are still served (with Connection: close)
     // rather than refused with a body outside the contract; /readyz answers 503 meanwhile.
@@ -101,13 +98,6 @@ export async function buildApp ({
   await app.register(adminRoutes)
   await app.ready()
   return app
-}
-
-/** The stream pino writes each line to, when nothing stands between (no transport, no mixin): access lines go there directly. */
-function directDestination (logger: AppOptions['logger']): LineDestination | undefined {
-  if (typeof logger !== 'object' || logger === null || isLoggerInstance(logger)) return undefined
-  const { stream, transport, mixin } = logger as { stream?: Partial<LineDestination>, transport?: unknown, mixin?: unknown }
-  return transport === undefined && mixin === undefined && typeof stream?.write === 'function' ? stream as LineDestination : undefined
 }
 
 function isLoggerInstance (logger: AppOptions['logger']): logger is FastifyServerOptions['loggerInstance'] {

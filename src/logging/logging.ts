@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
+import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 import { traceIds } from '../telemetry/tracing.ts'
 
 /** Query parameters that look like credentials (a client that put its token in the URL). */
 const SECRET_PARAMETER = /token|secret|password|auth|key|session/i
 
 /** The URL as logged: its path and query, with the value of any credential-like parameter censored. */
-export function loggedUrl (url: string): string {
+function loggedUrl (url: string): string {
   const queryAt = url.indexOf('?')
   if (queryAt === -1) return url
   const parameters = url.slice(queryAt + 1).split('&').map((parameter) => {
@@ -190,4 +191,28 @@ const REQUEST_ID = /^[\w.:-]{1,128}$/
 export function requestId (request: IncomingMessage): string {
   const header = request.headers['x-request-id']
   return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID()
+}
+
+/**
+ * One line per request, written when it is answered, instead of Fastify's two ("incoming request",
+ * "request completed"). It names what is safe to name, never a header, so never a credential; it is
+ * written through the request's own pino child (`reply.log`), so it carries the request's `reqId` and
+ * keeps to a route's log level and serializers, like every line the request causes.
+ */
+export class OneLinePerRequest extends LogController {
+  override incomingRequest (): void {}
+
+  override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    const xCache = reply.getHeader('x-cache')
+    const line = {
+      method: request.method,
+      url: loggedUrl(request.url),
+      statusCode: reply.statusCode,
+      responseTime: Math.round(reply.elapsedTime * 100) / 100,
+      remoteAddress: request.ip,
+      ...(typeof xCache === 'string' && { xCache })
+    }
+    if (error) reply.log.error({ ...line, err: error }, 'request errored')
+    else reply.log.info(line, 'request completed')
+  }
 }

@@ -1,9 +1,7 @@
 import Fastify from 'fastify'
 import { pino, type Logger } from 'pino'
 import t from 'tap'
-import { OneLinePerRequest } from '../../src/logging/access-line.ts'
-import { BatchedLogOutput, loggerOptions } from '../../src/logging/logging.ts'
-import { RequestLogger } from '../../src/logging/request-logger.ts'
+import { BatchedLogOutput, loggerOptions, OneLinePerRequest } from '../../src/logging/logging.ts'
 import { capturedLogger, stack, type LogLine } from '../helper.ts'
 
 const USER_AUTHORIZATION = 'Bearer user-jwt-3f9c'
@@ -199,52 +197,6 @@ t.test('the access line: one per request, its fields and nothing else, under the
   })
   t.equal(lines.filter((entry) => entry.msg === 'request completed').length, 2, 'one line for each of the two requests')
   t.notMatch(raw.join('\n'), /sim_a1|user-jwt-3f9c|cookie-77ab/, 'neither the query\'s token nor a credential header')
-})
-
-t.test('an access line written straight to the destination is the line pino writes: same keys in the same order, same values', async (t) => {
-  const direct = capturedLogger()
-  const throughPino = capturedLogger()
-  const apps = [
-    (await stack(t, { logger: { ...direct.logger, level: 'info' } })).app,
-    // A logger instance: the app cannot see its destination, so the line goes through pino.
-    (await stack(t, { logger: pino(loggerOptions('info'), throughPino.logger.stream) })).app
-  ]
-  const request = { url: '/profile/alice?token=sim_a1&x=1', headers: { 'x-request-id': 'same-id' } }
-  for (const app of apps) {
-    t.equal((await app.inject(request)).statusCode, 200)
-    t.equal((await app.inject(request)).headers['x-cache'], 'HIT')
-  }
-  const accessLines = (raw: string[]) => raw.map((text) => JSON.parse(text) as LogLine).filter((line) => line.msg === 'request completed')
-  const [ours, pinos] = [accessLines(direct.raw), accessLines(throughPino.raw)]
-  t.equal(ours.length, 2)
-  t.same(ours.map(Object.keys), pinos.map(Object.keys), 'the same keys, in pino\'s order')
-  const comparable = ({ time, responseTime, ...line }: LogLine) => ({ ...line, time: typeof time, responseTime: typeof responseTime })
-  t.strictSame(ours.map(comparable), pinos.map(comparable))
-  t.match(ours[1], { reqId: 'same-id', url: '/profile/alice?token=[redacted]&x=1', xCache: 'HIT', statusCode: 200 })
-  const silent = capturedLogger()
-  const { app } = await stack(t, { logger: { ...silent.logger, level: 'silent' } })
-  t.equal((await app.inject('/profile/alice')).statusCode, 200)
-  t.same(silent.raw, [], 'LOG_LEVEL=silent: no line')
-})
-
-t.test('a request\'s logger makes its pino child only when the request logs, and then writes what the child writes', async (t) => {
-  const written: string[] = []
-  const parent = pinoInto(written, 'debug')
-  let made = 0
-  const counting = Object.assign(Object.create(parent) as Logger, { child: (...args: Parameters<Logger['child']>) => { made++; return parent.child(...args) } })
-  const quiet = new RequestLogger(counting, { reqId: 'r-1' }, {})
-  t.equal(quiet.level, 'debug', 'its level, read without a child')
-  t.equal(made, 0)
-  const routeLevel = new RequestLogger(counting, { reqId: 'r-2' }, { level: 'warn' })
-  t.equal(routeLevel.level, 'warn', 'a route\'s own level')
-  routeLevel.info('below the route\'s level')
-  routeLevel.warn({ n: 1 }, 'kept')
-  routeLevel.child({ step: 'x' }).error('from a grandchild')
-  t.equal(made, 1, 'one child, made at the first line')
-  t.same(written.map((text) => JSON.parse(text) as LogLine).map(({ reqId, level, msg, n, step }) => ({ reqId, level, msg, n, step })), [
-    { reqId: 'r-2', level: 40, msg: 'kept', n: 1, step: undefined },
-    { reqId: 'r-2', level: 50, msg: 'from a grandchild', n: undefined, step: 'x' }
-  ])
 })
 
 t.test('the access line keeps to the logger: nothing below LOG_LEVEL, a route\'s own level and serializers apply', async (t) => {
