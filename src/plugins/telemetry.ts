@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, onResponseHookHandler } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { PrometheusTelemetry } from '../telemetry/prometheus-telemetry.ts'
 import type { RequestSeries } from '../telemetry/request-metrics.ts'
@@ -19,28 +19,15 @@ async function telemetry (app: FastifyInstance): Promise<void> {
   // With tracing on, a latency sample names its sampled trace (an exemplar: a panel jumps from a slow bucket to it).
   const metrics = new PrometheusTelemetry(tracingConfigured(app.config) ? { exemplar: sampledTraceIds } : {})
   app.decorate('telemetry', metrics)
-  /** Counts a route's answers into its series by method, each made at its first request. */
-  const observer = (route: string) => {
-    const byMethod = new Map<string, RequestSeries>()
-    return (request: FastifyRequest, reply: FastifyReply): void => {
-      let series = byMethod.get(request.method)
-      if (series === undefined) byMethod.set(request.method, series = metrics.requestSeries(request.method, route))
-      series.observe(reply.statusCode, reply.elapsedTime / 1000)
-    }
-  }
-  // Each route's hook knows its path: `request.routeOptions` would build and freeze an object per request to tell it.
-  app.addHook('onRoute', (route) => {
-    const observe = observer(route.url)
-    const observeRoute: onResponseHookHandler = (request, reply, done) => {
-      observe(request, reply)
-      done()
-    }
-    route.onResponse = [...[route.onResponse ?? []].flat(), observeRoute]
-  })
-  // No onRoute hook sees the not-found handler: its answers are counted here.
-  const observeUnmatched = observer(UNMATCHED_ROUTE)
+  // A request's series, found through two maps by route and method: prom-client's own count hashed a labels object.
+  const series = new Map<string, Map<string, RequestSeries>>()
   app.addHook('onResponse', (request, reply, done) => {
-    if (request.is404) observeUnmatched(request, reply)
+    const route = request.routeOptions.url ?? UNMATCHED_ROUTE
+    let byMethod = series.get(route)
+    if (byMethod === undefined) series.set(route, byMethod = new Map())
+    let routeSeries = byMethod.get(request.method)
+    if (routeSeries === undefined) byMethod.set(request.method, routeSeries = metrics.requestSeries(request.method, route))
+    routeSeries.observe(reply.statusCode, reply.elapsedTime / 1000)
     done()
   })
 }
