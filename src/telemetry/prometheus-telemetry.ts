@@ -1,19 +1,26 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type OpenMetricsContentType, type PrometheusContentType } from 'prom-client'
 import type { CacheState, Priority, Resource } from '../resources.ts'
 import { budgetMetrics } from './budget-metrics.ts'
-import { observeWithExemplar, RequestMetrics, type ExemplarLabels, type RequestSeries } from './request-metrics.ts'
-import { ScrapedCounter, type CountCell } from './scraped-counter.ts'
 import type { BreakerState, BudgetScope, BudgetTelemetry, DropReason, Telemetry, UpstreamOutcome } from './telemetry.ts'
 
 /** What one answered request looked like, as the request metrics label it. */
+export interface RequestObservation {
+  method: string
+  /** The route's pattern (`/profile/:username`), never the raw URL: one series per route, not per username. */
+  route: string
+  status: number
+  seconds: number
+}
 
 const PREFIX = 'pbff_'
 const BREAKER_STATES: readonly BreakerState[] = ['closed', 'open', 'half_open']
 
 /** A hit is well under a millisecond, an upstream call tens of them, a timeout seconds. */
+const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 const UPSTREAM_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
 /** The labels naming the trace of a latency sample (an OpenMetrics exemplar): `trace_id`, `span_id`. */
+export type ExemplarLabels = Record<string, string>
 
 export interface PrometheusTelemetryOptions {
   /** The trace of the sample being observed, if it has a sampled one; given: exemplars, in the OpenMetrics format. */
@@ -54,9 +61,9 @@ export class PrometheusTelemetry implements Telemetry {
   readonly contentType: ContentType
   readonly #registry: AnyRegistry
   readonly #exemplar: PrometheusTelemetryOptions['exemplar']
-  readonly #requests: RequestMetrics
-  readonly #cacheLookups: ScrapedCounter<'resource' | 'state'>
-  readonly #lookupCells = new Map<Resource, Map<CacheState, CountCell>>()
+  readonly #requests: Counter<'method' | 'route' | 'status'>
+  readonly #requestSeconds: Histogram<'method' | 'route'>
+  readonly #cacheLookups: Counter<'resource' | 'state'>
   readonly #upstreamCalls: Counter<'resource' | 'outcome'>
   readonly #upstreamSeconds: Histogram<'resource'>
   readonly #tokenExchanges: Counter<'outcome'>
@@ -81,8 +88,21 @@ export class PrometheusTelemetry implements Telemetry {
     const registers = [this.#registry]
     const enableExemplars = exemplar !== undefined
     this.contentType = this.#registry.contentType
-    this.#requests = new RequestMetrics(registers as Registry[], exemplar)
-    this.#cacheLookups = new ScrapedCounter({
+    this.#requests = new Counter({
+      name: `${PREFIX}http_requests_total`,
+      help: 'Requests answered, by method, route pattern and status',
+      labelNames: ['method', 'route', 'status'],
+      registers
+    })
+    this.#requestSeconds = new Histogram({
+      name: `${PREFIX}http_request_duration_seconds`,
+      help: 'Time to answer a request, by method and route pattern',
+      labelNames: ['method', 'route'],
+      buckets: REQUEST_BUCKETS,
+      registers,
+      enableExemplars
+    })
+    this.#cacheLookups = new Counter({
       name: `${PREFIX}cache_lookups_total`,
       help: 'Cache lookups by resource and result (HIT, MISS, STALE, BYPASS), as the cache reports them (a field query is a profile lookup, a batch one per username)',
       labelNames: ['resource', 'state'],
@@ -159,15 +179,11 @@ export class PrometheusTelemetry implements Telemetry {
     // A call never made (breaker open) took no upstream time worth a latency sample; a cancelled one measured its callers' patience.
     if (outcome === 'short_circuited' || outcome === 'cancelled') return
     if (this.#exemplar === undefined) this.#upstreamSeconds.observe({ resource }, seconds)
-    else observeWithExemplar(this.#upstreamSeconds, { resource }, seconds, this.#exemplar)
+    else this.#observeWithExemplar(this.#upstreamSeconds, { resource }, seconds, this.#exemplar)
   }
 
   cacheResult (resource: Resource, state: CacheState): void {
-    let cells = this.#lookupCells.get(resource)
-    if (cells === undefined) this.#lookupCells.set(resource, cells = new Map())
-    let cell = cells.get(state)
-    if (cell === undefined) cells.set(state, cell = this.#cacheLookups.cell({ resource, state }))
-    cell.n++
+    this.#cacheLookups.inc({ resource, state })
   }
 
   coalescedWaiter (resource: Resource): void {
@@ -207,9 +223,11 @@ export class PrometheusTelemetry implements Telemetry {
     this.#budget.budgetRate(rps, scope)
   }
 
-  /** Made once per method and route, and kept: see RequestMetrics. */
-  requestSeries (method: string, route: string): RequestSeries {
-    return this.#requests.series(method, route)
+  observeRequest ({ method, route, status, seconds }: RequestObservation): void {
+    this.#requests.inc({ method, route, status })
+    // Off, a hit's observation is what it always was.
+    if (this.#exemplar === undefined) this.#requestSeconds.observe({ method, route }, seconds)
+    else this.#observeWithExemplar(this.#requestSeconds, { method, route }, seconds, this.#exemplar)
   }
 
   /** The exposition (Prometheus text, or OpenMetrics with exemplars): this app's metrics, then the process's. */
@@ -218,5 +236,12 @@ export class PrometheusTelemetry implements Telemetry {
     if (this.#exemplar === undefined) return await this.#registry.metrics() + await process.metrics()
     // One document: OpenMetrics ends with `# EOF`, which two renderings put together would have twice.
     return await Registry.merge([this.#registry, process] as Registry[]).metrics()
+  }
+
+  /** An exemplar-enabled histogram takes only the object form; empty exemplar labels record none. */
+  #observeWithExemplar<T extends string> (
+    histogram: Histogram<T>, labels: Partial<Record<T, string>>, seconds: number, exemplar: () => ExemplarLabels | undefined
+  ): void {
+    histogram.observe({ labels, value: seconds, exemplarLabels: (exemplar() ?? {}) as Partial<Record<T, string>> })
   }
 }
