@@ -11,7 +11,7 @@ export { Clock, eventually, settle, type TestContext } from './helpers/clock.ts'
 export { capturedLogger, FakeEndpoint, recordingLog, recordingTelemetry, type LogLine } from './helpers/fakes.ts'
 export { profiles, tally, usernames } from './helpers/load.ts'
 export { metric, parseMetrics, type Sample } from './helpers/prometheus.ts'
-export { deadRedis, fakeHealth, rawRedis, REDIS_URL, testLayer, testPrefix, testRedis, untilRedisReady } from './helpers/redis.ts'
+export { busInstance, deadRedis, fakeHealth, rawRedis, REDIS_URL, testLayer, testPrefix, testRedis, untilRedisReady } from './helpers/redis.ts'
 export { available, freeClusterPort, freePort, RedisServer } from './helpers/redis-server.ts'
 
 export interface Stack {

@@ -6,25 +6,9 @@ import { MemoryDriver } from '../../src/cache/memory-driver.ts'
 import { NearCopies } from '../../src/cache/near-copies.ts'
 import { SharedTier } from '../../src/cache/shared-tier.ts'
 import { RedisBus, type BusEvent } from '../../src/redis/bus.ts'
-import { REDIS_OPTIONS } from '../../src/redis/client.ts'
-import { RedisClock } from '../../src/redis/clock.ts'
 import { RedisHealth } from '../../src/redis/health.ts'
 import { OwnerLock } from '../../src/redis/owner-lock.ts'
-import { Clock, eventually, REDIS_URL, type TestContext, testPrefix } from '../helper.ts'
-
-/** One instance's view of Redis: a command client, its health and its events channel. */
-async function instance (t: TestContext, channel: string): Promise<{ redis: Redis, health: RedisHealth, events: RedisBus }> {
-  const redis = new Redis(REDIS_URL, REDIS_OPTIONS)
-  const health = new RedisHealth({ client: redis, clock: new RedisClock(Date.now) })
-  const events = new RedisBus({ publisher: redis, health, subscriber: redis.duplicate(), channel, onError: () => {} })
-  t.teardown(async () => {
-    health.close()
-    await events.close()
-    await redis.quit()
-  })
-  await eventually(() => events.ready && health.up, 'connected and subscribed')
-  return { redis, health, events }
-}
+import { busInstance, Clock, eventually, testPrefix } from '../helper.ts'
 
 function lockOf ({ redis, health, events }: { redis: Redis, health: RedisHealth, events: RedisBus }, ttlMs: number): OwnerLock {
   return new OwnerLock({ redis, health, bus: events, ttlMs, onError: () => {} })
@@ -50,8 +34,8 @@ function watch (promise: Promise<unknown>): () => boolean {
 
 t.test('events reach the other instances, never the sender, whatever the key holds', async (t) => {
   const channel = `${testPrefix(t)}events`
-  const a = await instance(t, channel)
-  const b = await instance(t, channel)
+  const a = await busInstance(t, channel)
+  const b = await busInstance(t, channel)
   const heardByA: BusEvent[] = []
   const heardByB: BusEvent[] = []
   a.events.listen({ onEvent: (event) => heardByA.push(event), onLost: () => {}, onReady: () => {} })
@@ -70,8 +54,8 @@ t.test('events reach the other instances, never the sender, whatever the key hol
 t.test('a waiting instance is woken by the owner\'s release, not by a timer', async (t) => {
   const channel = `${testPrefix(t)}events`
   const key = `${testPrefix(t)}v1:{w}:profile`
-  const a = await instance(t, channel)
-  const b = await instance(t, channel)
+  const a = await busInstance(t, channel)
+  const b = await busInstance(t, channel)
   const lockTtlMs = 60_000
   const owner = lockOf(a, lockTtlMs)
   const other = lockOf(b, lockTtlMs)
@@ -100,7 +84,7 @@ t.test('a waiting instance is woken by the owner\'s release, not by a timer', as
 t.test('a release by an owner whose lock expired does not free the new owner\'s lock', async (t) => {
   const channel = `${testPrefix(t)}events`
   const key = `${testPrefix(t)}v1:{x}:profile`
-  const a = await instance(t, channel)
+  const a = await busInstance(t, channel)
   const coalescer = lockOf(a, 100)
   const late = await coalescer.claim(key)
   if (late?.owner === true) await a.redis.pexpire(`${key}:lock`, 1)
@@ -112,7 +96,7 @@ t.test('a release by an owner whose lock expired does not free the new owner\'s 
 
 t.test('without the events channel, instances do not coordinate (nobody would be woken)', async (t) => {
   const channel = `${testPrefix(t)}events`
-  const a = await instance(t, channel)
+  const a = await busInstance(t, channel)
   const coalescer = lockOf(a, 60_000)
   const waiting = await (async () => {
     await a.redis.set(`${channel}-k:lock`, 'someone', 'PX', 60_000)
@@ -127,8 +111,8 @@ t.test('without the events channel, instances do not coordinate (nobody would be
 
 t.test('the in-process tier: hits cost no shared read; other instances\' fills and purges drop copies', async (t) => {
   const channel = `${testPrefix(t)}events`
-  const a = await instance(t, channel)
-  const b = await instance(t, channel)
+  const a = await busInstance(t, channel)
+  const b = await busInstance(t, channel)
   const clock = new Clock()
   const held = new Map<string, CacheEntry>()
   let sharedReads = 0

@@ -4,6 +4,7 @@ import { Cluster, Redis } from 'ioredis'
 import { CACHE_UNAVAILABLE } from '../../src/errors.ts'
 import type { RedisLayer } from '../../src/redis/layer.ts'
 import { RedisBus } from '../../src/redis/bus.ts'
+import { REDIS_OPTIONS } from '../../src/redis/client.ts'
 import { RedisClock } from '../../src/redis/clock.ts'
 import { RedisHealth } from '../../src/redis/health.ts'
 import { OwnerLock } from '../../src/redis/owner-lock.ts'
@@ -98,4 +99,18 @@ export async function untilRedisReady (app: FastifyInstance, instances = 1): Pro
     const counts = await Promise.all(nodes.map(async (node) => (await node.pubsub('NUMSUB', channel) as [string, number])[1]))
     return counts.reduce((sum, count) => sum + count, 0) >= instances
   }, 'subscribed')
+}
+
+/** One instance's view of the shared Redis: a command client, its health and its events channel, connected and subscribed. */
+export async function busInstance (t: TestContext, channel: string): Promise<{ redis: Redis, health: RedisHealth, events: RedisBus }> {
+  const redis = new Redis(REDIS_URL, REDIS_OPTIONS)
+  const health = new RedisHealth({ client: redis, clock: new RedisClock(Date.now) })
+  const events = new RedisBus({ publisher: redis, health, subscriber: redis.duplicate(), channel, onError: () => {} })
+  t.teardown(async () => {
+    health.close()
+    await events.close()
+    await redis.quit()
+  })
+  await eventually(() => events.ready && health.up, 'connected and subscribed')
+  return { redis, health, events }
 }

@@ -1,13 +1,9 @@
 import t from 'tap'
-import { Redis } from 'ioredis'
 import { loadConfig } from '../../src/config.ts'
 import { RedisBus, type BusEvent } from '../../src/redis/bus.ts'
-import { REDIS_OPTIONS } from '../../src/redis/client.ts'
-import { RedisClock } from '../../src/redis/clock.ts'
-import { RedisHealth } from '../../src/redis/health.ts'
 import { inSpan } from '../../src/telemetry/tracing.ts'
 import { startTracing } from '../../src/tracing/sdk.ts'
-import { eventually, rawRedis, REDIS_URL, testPrefix, type TestContext } from '../helper.ts'
+import { busInstance, eventually, rawRedis, testPrefix, type TestContext } from '../helper.ts'
 
 // A rolling deploy mixes instances from before issue 26 with newer ones on one channel: each must read the other's messages.
 
@@ -28,16 +24,7 @@ function decodedByAnOlderInstance (message: string, ownOrigin: string): BusEvent
 }
 
 async function bus (t: TestContext, channel: string): Promise<RedisBus> {
-  const redis = new Redis(REDIS_URL, REDIS_OPTIONS)
-  const health = new RedisHealth({ client: redis, clock: new RedisClock(Date.now) })
-  const events = new RedisBus({ publisher: redis, health, subscriber: redis.duplicate(), channel, onError: () => {} })
-  t.teardown(async () => {
-    health.close()
-    await events.close()
-    await redis.quit()
-  })
-  await eventually(() => events.ready && health.up, 'connected and subscribed')
-  return events
+  return (await busInstance(t, channel)).events
 }
 
 t.test('a message published in a traced span carries its traceparent, and an older instance still reads it', async (t) => {
