@@ -29,7 +29,7 @@ export interface LoadBudget {
 }
 
 const MARGIN_MS = 1_000
-/** Kept from a caller's time for its answer to reach it (an event loop under load included): a twentieth, at most this. */
+/** Kept from a caller's time for its answer to reach it (an event loop under load included): a tenth, at most this. */
 const ANSWER_MARGIN_MS = 250
 /** A load's refusal travels to its callers within this share of the answer's margin. */
 const LOAD_LEAD_SHARE = 0.2
@@ -38,7 +38,7 @@ const LOCK_TTL_MS = 1_000
 
 export function loadBudget ({ UPSTREAM_TIMEOUT_MS: timeoutMs }: Pick<Config, 'UPSTREAM_TIMEOUT_MS'>): LoadBudget {
   const loadMs = 2 * timeoutMs + MARGIN_MS
-  const answerMarginMs = Math.min(ANSWER_MARGIN_MS, timeoutMs / 20)
+  const answerMarginMs = Math.min(ANSWER_MARGIN_MS, timeoutMs / 10)
   return {
     callerMs: timeoutMs,
     callerWaitMs: timeoutMs - answerMarginMs,

@@ -22,11 +22,8 @@ export interface Served {
   at: number
 }
 
-/**
- * Loads an entry; `signal` aborts when nobody waits for it any more, `priority` says who waits (for the fleet's upstream
- * budget), `deadlineAt` (the app's clock) is when the caller that started it must have its answer.
- */
-export type Load = (signal: AbortSignal, priority: Priority, deadlineAt?: number) => Promise<CacheEntry>
+/** Loads an entry; `signal` aborts when nobody waits for it any more, `priority` says who waits (for the fleet's upstream budget). */
+export type Load = (signal: AbortSignal, priority: Priority) => Promise<CacheEntry>
 
 /** A load's priority, from why it started: a caller with nothing to serve waits on a miss or a bypass, nobody on a revalidation. */
 const PRIORITY_OF: Record<FlightCause, Priority> = { miss: 'caller', bypass: 'caller', revalidation: 'background', 'refresh-ahead': 'refresh-ahead' }
@@ -166,8 +163,7 @@ export class CacheStack {
     const joinsBackground = this.#flights.cause(key) === 'revalidation' || this.#flights.cause(key) === 'refresh-ahead'
     const entry = await inSpan('cache.load', { 'pbff.resource': resource, 'pbff.load.cause': cause, 'pbff.coalescer': 'owner' }, async (span) => {
       try {
-        const start: StartLoad = async (loadSignal) => await this.#load(key, resource, undefined, load, withDeadline(loadSignal, loadMs), cause, Math.floor(this.#now() + loadMs))
-        return await this.#flights.join(key, start, cause, wait, (startedIn) => {
+        return await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, undefined, load, withDeadline(loadSignal, loadMs), cause), cause, wait, (startedIn) => {
           span.setAttribute('pbff.coalescer', 'waiter')
           linkTo(span, startedIn)
           this.#telemetry.coalescedWaiter(resource)
@@ -183,9 +179,9 @@ export class CacheStack {
   }
 
   async #load (
-    key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal, cause: FlightCause, deadlineAt?: number
+    key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal, cause: FlightCause
   ): Promise<CacheEntry> {
-    const start: StartLoad = async (loadSignal) => await load(loadSignal, PRIORITY_OF[cause], deadlineAt)
+    const start: StartLoad = async (loadSignal) => await load(loadSignal, PRIORITY_OF[cause])
     return await this.#loader.load(key, seen, start, signal, () => { this.#telemetry.coalescedWaiter(resource) })
   }
 

@@ -80,16 +80,15 @@ export class Lookups {
 
   #lookup (kind: Resource, username: string, signal: AbortSignal | undefined, arrival: Arrival | undefined): Served | Promise<Served> {
     const { keyPrefix, cache } = this.#options
-    const load = async (loadSignal: AbortSignal, priority: Priority, deadlineAt?: number): Promise<CacheEntry> =>
-      await this.#load(kind, username, loadSignal, priority, deadlineAt)
+    const load = async (loadSignal: AbortSignal, priority: Priority): Promise<CacheEntry> => await this.#load(kind, username, loadSignal, priority)
     return cache.lookup(cacheKey(keyPrefix, kind, username), kind, load, signal, arrival)
   }
 
-  async #load (kind: Resource, username: string, signal: AbortSignal, priority: Priority, deadlineAt: number | undefined): Promise<CacheEntry> {
+  async #load (kind: Resource, username: string, signal: AbortSignal, priority: Priority): Promise<CacheEntry> {
     const { upstream, freshness, now } = this.#options
     const answer: UpstreamAnswer<unknown> = kind === 'profile'
-      ? await upstream.profile(username, signal, priority, deadlineAt)
-      : await upstream.timeline(username, signal, priority, deadlineAt)
+      ? await upstream.profile(username, signal, priority)
+      : await upstream.timeline(username, signal, priority)
     return answer.found
       ? createEntry(200, JSON.stringify(answer.body), now(), freshness[kind], this.#random)
       : createEntry(404, '', now(), freshness.notFound, this.#random)

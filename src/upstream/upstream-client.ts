@@ -90,24 +90,21 @@ export class UpstreamClient {
     return this.#options.budget.rate()
   }
 
-  /**
-   * `signal` aborts the call when nobody waits for its answer any more; `priority` is why it is made; `deadlineAt` (the
-   * app's clock), when its caller must be answered, if sooner than UPSTREAM_TIMEOUT_MS from now.
-   */
-  async profile (username: string, signal?: AbortSignal, priority: Priority = 'caller', deadlineAt = Infinity): Promise<UpstreamAnswer<ProfileResponse>> {
-    return await this.#get('profile', `/profile/${encodeURIComponent(username)}`, readUpstreamProfile, signal, { priority, deadlineAt })
+  /** `signal` aborts the call when nobody waits for its answer any more; `priority` is why it is made. */
+  async profile (username: string, signal?: AbortSignal, priority: Priority = 'caller'): Promise<UpstreamAnswer<ProfileResponse>> {
+    return await this.#get('profile', `/profile/${encodeURIComponent(username)}`, readUpstreamProfile, signal, priority)
   }
 
-  async timeline (username: string, signal?: AbortSignal, priority: Priority = 'caller', deadlineAt = Infinity): Promise<UpstreamAnswer<TimelineResponse>> {
-    return await this.#get('timeline', `/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline, signal, { priority, deadlineAt })
+  async timeline (username: string, signal?: AbortSignal, priority: Priority = 'caller'): Promise<UpstreamAnswer<TimelineResponse>> {
+    return await this.#get('timeline', `/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline, signal, priority)
   }
 
   async #get<T> (
-    resource: Resource, path: string, read: (body: unknown) => T | undefined, signal: AbortSignal | undefined, asked: Pick<EdgeCall, 'priority' | 'deadlineAt'>
+    resource: Resource, path: string, read: (body: unknown) => T | undefined, signal: AbortSignal | undefined, priority: Priority
   ): Promise<UpstreamAnswer<T>> {
-    const call: EdgeCall = { ...asked }
+    const call: EdgeCall = { priority, deadlineAt: Infinity }
     // The call through the whole edge (queue, token, retries); undici's instrumentation adds the request on the wire.
-    return await inSpan('upstream.call', { 'pbff.resource': resource, 'pbff.priority': call.priority }, async (span) => {
+    return await inSpan('upstream.call', { 'pbff.resource': resource, 'pbff.priority': priority }, async (span) => {
       try {
         const answer = await this.#answer(path, read, call, signal)
         this.#report(resource, call, answer.found ? 'ok' : 'not_found')

@@ -16,9 +16,7 @@ export interface DeadlineOptions {
 export function deadline ({ callerMs, now }: DeadlineOptions): Interceptor {
   return (dispatch) => (opts, handler) => {
     const signal = withDeadline(signalOf(opts), callerMs)
-    const call = callOf(opts)
-    // Or its caller's, when that comes sooner (it waited before the call was asked for).
-    call.deadlineAt = Math.min(call.deadlineAt, now() + callerMs)
+    callOf(opts).deadlineAt = now() + callerMs
     return dispatch({ ...opts, signal } as Dispatcher.DispatchOptions, new Deadline(handler, signal))
   }
 }
