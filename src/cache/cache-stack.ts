@@ -22,8 +22,11 @@ export interface Served {
   at: number
 }
 
-/** Loads an entry; `signal` aborts when nobody waits for it any more, `priority` says who waits (for the fleet's upstream budget). */
-export type Load = (signal: AbortSignal, priority: Priority) => Promise<CacheEntry>
+/**
+ * Loads an entry; `signal` aborts when nobody waits for it any more, `priority` says who waits (for the fleet's upstream
+ * budget), `deadlineAt` (the app's clock) is when the caller that started it gives up, if one did.
+ */
+export type Load = (signal: AbortSignal, priority: Priority, deadlineAt?: number) => Promise<CacheEntry>
 
 /** A load's priority, from why it started: a caller with nothing to serve waits on a miss or a bypass, nobody on a revalidation. */
 const PRIORITY_OF: Record<FlightCause, Priority> = { miss: 'caller', bypass: 'caller', revalidation: 'background', 'refresh-ahead': 'refresh-ahead' }
@@ -163,7 +166,9 @@ export class CacheStack {
     const joinsBackground = this.#flights.cause(key) === 'revalidation' || this.#flights.cause(key) === 'refresh-ahead'
     const entry = await inSpan('cache.load', { 'pbff.resource': resource, 'pbff.load.cause': cause, 'pbff.coalescer': 'owner' }, async (span) => {
       try {
-        return await this.#flights.join(key, async (loadSignal) => await this.#load(key, resource, undefined, load, withDeadline(loadSignal, loadMs), cause), cause, wait, (startedIn) => {
+        const start: StartLoad = async (loadSignal) =>
+          await this.#load(key, resource, undefined, load, withDeadline(loadSignal, loadMs), cause, this.#now() + loadMs)
+        return await this.#flights.join(key, start, cause, wait, (startedIn) => {
           span.setAttribute('pbff.coalescer', 'waiter')
           linkTo(span, startedIn)
           this.#telemetry.coalescedWaiter(resource)
@@ -179,9 +184,9 @@ export class CacheStack {
   }
 
   async #load (
-    key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal, cause: FlightCause
+    key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal, cause: FlightCause, deadlineAt?: number
   ): Promise<CacheEntry> {
-    const start: StartLoad = async (loadSignal) => await load(loadSignal, PRIORITY_OF[cause])
+    const start: StartLoad = async (loadSignal) => await load(loadSignal, PRIORITY_OF[cause], deadlineAt)
     return await this.#loader.load(key, seen, start, signal, () => { this.#telemetry.coalescedWaiter(resource) })
   }
 

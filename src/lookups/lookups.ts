@@ -1,6 +1,6 @@
 import pMap from 'p-map'
 import { createEntry, type CacheEntry, type Representation } from '../cache/cache-entry.ts'
-import type { CacheStack, Served } from '../cache/cache-stack.ts'
+import type { CacheStack, Load, Served } from '../cache/cache-stack.ts'
 import { cacheKey } from '../cache/keys.ts'
 import type { Arrival } from '../load-budget.ts'
 import { RESOURCES, type Priority, type Resource } from '../resources.ts'
@@ -80,15 +80,15 @@ export class Lookups {
 
   #lookup (kind: Resource, username: string, signal: AbortSignal | undefined, arrival: Arrival | undefined): Served | Promise<Served> {
     const { keyPrefix, cache } = this.#options
-    const load = async (loadSignal: AbortSignal, priority: Priority): Promise<CacheEntry> => await this.#load(kind, username, loadSignal, priority)
+    const load: Load = async (loadSignal, priority, deadlineAt) => await this.#load(kind, username, loadSignal, priority, deadlineAt)
     return cache.lookup(cacheKey(keyPrefix, kind, username), kind, load, signal, arrival)
   }
 
-  async #load (kind: Resource, username: string, signal: AbortSignal, priority: Priority): Promise<CacheEntry> {
+  async #load (kind: Resource, username: string, signal: AbortSignal, priority: Priority, deadlineAt: number | undefined): Promise<CacheEntry> {
     const { upstream, freshness, now } = this.#options
     const answer: UpstreamAnswer<unknown> = kind === 'profile'
-      ? await upstream.profile(username, signal, priority)
-      : await upstream.timeline(username, signal, priority)
+      ? await upstream.profile(username, signal, priority, deadlineAt)
+      : await upstream.timeline(username, signal, priority, deadlineAt)
     return answer.found
       ? createEntry(200, JSON.stringify(answer.body), now(), freshness[kind], this.#random)
       : createEntry(404, '', now(), freshness.notFound, this.#random)

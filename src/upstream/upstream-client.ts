@@ -90,19 +90,23 @@ export class UpstreamClient {
     return this.#options.budget.rate()
   }
 
-  /** `signal` aborts the call when nobody waits for its answer any more; `priority` is why it is made. */
-  async profile (username: string, signal?: AbortSignal, priority: Priority = 'caller'): Promise<UpstreamAnswer<ProfileResponse>> {
-    return await this.#get('profile', `/profile/${encodeURIComponent(username)}`, readUpstreamProfile, signal, priority)
+  /**
+   * `signal` aborts the call when nobody waits for its answer any more; `priority` is why it is made;
+   * `callerDeadlineAt` (the app's clock), when its caller gives up, for the budget's wait.
+   */
+  async profile (username: string, signal?: AbortSignal, priority: Priority = 'caller', callerDeadlineAt?: number): Promise<UpstreamAnswer<ProfileResponse>> {
+    return await this.#get('profile', `/profile/${encodeURIComponent(username)}`, readUpstreamProfile, signal, { priority, callerDeadlineAt })
   }
 
-  async timeline (username: string, signal?: AbortSignal, priority: Priority = 'caller'): Promise<UpstreamAnswer<TimelineResponse>> {
-    return await this.#get('timeline', `/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline, signal, priority)
+  async timeline (username: string, signal?: AbortSignal, priority: Priority = 'caller', callerDeadlineAt?: number): Promise<UpstreamAnswer<TimelineResponse>> {
+    return await this.#get('timeline', `/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline, signal, { priority, callerDeadlineAt })
   }
 
   async #get<T> (
-    resource: Resource, path: string, read: (body: unknown) => T | undefined, signal: AbortSignal | undefined, priority: Priority
+    resource: Resource, path: string, read: (body: unknown) => T | undefined, signal: AbortSignal | undefined,
+    { priority, callerDeadlineAt }: { priority: Priority, callerDeadlineAt: number | undefined }
   ): Promise<UpstreamAnswer<T>> {
-    const call: EdgeCall = { priority, deadlineAt: Infinity }
+    const call: EdgeCall = { priority, deadlineAt: Infinity, ...(callerDeadlineAt !== undefined && { callerDeadlineAt }) }
     // The call through the whole edge (queue, token, retries); undici's instrumentation adds the request on the wire.
     return await inSpan('upstream.call', { 'pbff.resource': resource, 'pbff.priority': priority }, async (span) => {
       try {

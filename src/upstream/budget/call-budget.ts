@@ -1,18 +1,13 @@
 import { isDeadline } from '../../cancellation.ts'
 import { UPSTREAM_BUDGET_EXHAUSTED, withRetryAfter } from '../../errors.ts'
 import type { BudgetRate, FleetSource, Grant } from './fleet-source.ts'
-import { PRIORITIES, type Priority } from '../../resources.ts'
+import type { Priority } from '../../resources.ts'
 import { noTelemetry, type BudgetTelemetry } from '../../telemetry/telemetry.ts'
+import { GrantRate } from './grant-rate.ts'
 import { BudgetDropped, RULES } from './priorities.ts'
 import { Reserve } from './reserve.ts'
-
-/** Runs `run` in `ms` (the app's timers; tests move a clock instead); returns its cancellation. */
-export type Schedule = (ms: number, run: () => void) => () => void
-
-const realTimers: Schedule = (ms, run) => {
-  const timer = setTimeout(run, ms).unref()
-  return () => { clearTimeout(timer) }
-}
+import { realTimers, type Schedule } from './schedule.ts'
+import { rank, WaitingLine, type Waiter } from './waiting-line.ts'
 
 /** After a lease that failed unexpectedly, ask again this much later rather than at once. */
 const RETRY_AFTER_FAILURE_MS = 100
@@ -32,13 +27,6 @@ export interface CallBudgetOptions {
   onError: (error: unknown) => void
 }
 
-interface Waiter {
-  priority: Priority
-  grant: () => void
-  /** Reported as deferred: it found the budget short, not merely a lease on its way. */
-  deferred?: true
-}
-
 /** The waiter to serve next, and whether it goes by the reserve (a refresh-ahead with callers' right of way). */
 interface Next {
   waiter: Waiter
@@ -49,7 +37,8 @@ interface Next {
  * The gate every upstream call passes before it is sent. Calls in hand (leased from the fleet's bucket) go to the
  * waiters of the highest class first, first come first served within a class; one lease at a time is asked for, for
  * all the waiters at once. A waiter whose signal aborts leaves at once: a caller at its deadline with
- * UPSTREAM_BUDGET_EXHAUSTED (and Retry-After), anyone else with the signal's reason. Background and refresh-ahead
+ * UPSTREAM_BUDGET_EXHAUSTED (and Retry-After), anyone else with the signal's reason; a caller the budget is too
+ * short to reach before it must be sent is refused so at once. Background and refresh-ahead
  * work is dropped (BudgetDropped) when too many of its class wait, or when it has waited too long. The one exception
  * to the order: refresh-ahead goes first, as a caller would, while its reserve (a tenth of the rate) lasts.
  */
@@ -60,8 +49,10 @@ export class CallBudget {
   readonly #random: () => number
   readonly #telemetry: BudgetTelemetry
   readonly #onError: (error: unknown) => void
-  readonly #queues = new Map<Priority, Waiter[]>(PRIORITIES.map((priority) => [priority, []]))
+  readonly #waiting = new WaitingLine()
   readonly #reserve: Reserve
+  /** How fast callers have been let through lately: with the rate's share, what a caller queued now can expect. */
+  readonly #callerGrants: GrantRate
   #inHand = 0
   #lapsesAt = 0
   /** Calls taken since the last lease was asked for: the next one asks for about twice as many. */
@@ -76,19 +67,22 @@ export class CallBudget {
     this.#source = options.source
     this.#now = options.now
     this.#reserve = new Reserve(options.now())
+    this.#callerGrants = new GrantRate(options.now())
     this.#schedule = options.schedule ?? realTimers
     this.#random = options.random ?? Math.random
     this.#telemetry = options.telemetry ?? noTelemetry
     this.#onError = options.onError
   }
 
-  /** Resolves when the call may be sent; see the class for how it rejects. */
-  async acquire (priority: Priority, signal: AbortSignal): Promise<void> {
+  /** Resolves when the call may be sent, which must be by `sendBy` (the app's clock); see the class for how it rejects. */
+  async acquire (priority: Priority, signal: AbortSignal, sendBy = Infinity): Promise<void> {
     signal.throwIfAborted()
-    if (this.#waitingFrom(priority) === 0 && this.#take()) return this.#let(priority)
+    if (this.#waiting.from(priority) === 0 && this.#take()) return this.#let(priority)
     const rules = RULES[priority]
-    const queue = this.#queue(priority)
+    const queue = this.#waiting.of(priority)
     if (queue.length >= rules.maxQueued) throw this.#dropped(priority, 'queue_full')
+    // Told now rather than at its deadline: it would have waited all its time for a 503 (a retry pending: short).
+    if (rules.callerFacing && this.#retry !== undefined && this.#now() + this.#expectedWaitMs(priority) > sendBy) throw this.#exhausted(priority)
     await new Promise<void>((resolve, reject) => {
       const leave = (): void => {
         queue.splice(queue.indexOf(waiter), 1)
@@ -123,6 +117,7 @@ export class CallBudget {
 
   #let (priority: Priority): void {
     this.#taken++
+    if (RULES[priority].callerFacing) this.#callerGrants.record(this.#now())
     this.#telemetry.budgetCall(priority)
   }
 
@@ -155,7 +150,7 @@ export class CallBudget {
     this.#leasing = true
     const demand = 2 * this.#taken
     this.#taken = 0
-    this.#source.lease(this.#waitingFrom('refresh-ahead'), demand, RULES[top].reserveShare, this.#now()).then(
+    this.#source.lease(this.#waiting.from('refresh-ahead'), demand, RULES[top].reserveShare, this.#now()).then(
       (grant) => { this.#leased(grant, top) },
       (error: unknown) => {
         this.#onError(error)
@@ -171,7 +166,7 @@ export class CallBudget {
     this.#reportRate()
     if (grant.retryInMs > 0) {
       // A refresh-ahead waiting for its reserve to refill asks again when it has, if that comes first.
-      const retryInMs = this.#queue('refresh-ahead').length === 0 ? grant.retryInMs : Math.min(grant.retryInMs, this.#reserve.nextInMs(this.rate().shareRps))
+      const retryInMs = this.#waiting.of('refresh-ahead').length === 0 ? grant.retryInMs : Math.min(grant.retryInMs, this.#reserve.nextInMs(this.rate().shareRps))
       const cancel = this.#schedule(Math.ceil(retryInMs * (1 + RETRY_JITTER * (2 * this.#random() - 1))), () => {
         this.#retry = undefined
         this.#pump()
@@ -183,7 +178,7 @@ export class CallBudget {
   }
 
   #markDeferred (): void {
-    for (const queue of this.#queues.values()) for (const waiter of queue) this.#defer(waiter)
+    for (const waiter of this.#waiting.all()) this.#defer(waiter)
   }
 
   #defer (waiter: Waiter): void {
@@ -198,11 +193,24 @@ export class CallBudget {
   }
 
   #refusal (priority: Priority, reason: unknown): unknown {
-    if (!RULES[priority].callerFacing || !isDeadline(reason)) return reason
+    return RULES[priority].callerFacing && isDeadline(reason) ? this.#exhausted(priority) : reason
+  }
+
+  /** A caller's refusal for want of budget: come back once the callers now queued have been served. */
+  #exhausted (priority: Priority): Error {
     this.#telemetry.budgetDropped(priority, 'deadline')
-    // Those still ahead of it, at what this instance can expect of the rate.
-    const seconds = (this.#waitingFrom('awaited-revalidation') + 1) / this.rate().shareRps
+    const seconds = this.#expectedWaitMs(priority) / 1000
     return withRetryAfter(new UPSTREAM_BUDGET_EXHAUSTED(Math.max(1, Math.ceil(seconds))), seconds)
+  }
+
+  /**
+   * How long one more call of `priority` can expect to wait: the waiters of its class and above, at the rate callers
+   * have been let through over the last second, or this instance's share of the budget if that is more (a second ago
+   * the budget may not have been short yet).
+   */
+  #expectedWaitMs (priority: Priority): number {
+    const rps = Math.max(this.rate().shareRps, this.#callerGrants.perSecond(this.#now()))
+    return (this.#waiting.from(priority) + 1) * 1000 / rps
   }
 
   #dropped (priority: Priority, reason: BudgetDropped['reason']): BudgetDropped {
@@ -217,29 +225,11 @@ export class CallBudget {
     this.#telemetry.budgetRate(rps, scope)
   }
 
-  #queue (priority: Priority): Waiter[] {
-    return this.#queues.get(priority) ?? []
-  }
-
   /** The first refresh-ahead while its reserve has a call, else the first waiter of the highest class waiting. */
   #next (): Next | undefined {
-    const refresh = this.#queue('refresh-ahead')[0]
+    const refresh = this.#waiting.of('refresh-ahead')[0]
     if (refresh !== undefined && this.#reserve.available(this.rate().shareRps, this.#now())) return { waiter: refresh, reserved: true }
-    for (const priority of PRIORITIES) {
-      const first = this.#queue(priority)[0]
-      if (first !== undefined) return { waiter: first, reserved: false }
-    }
-    return undefined
+    const first = this.#waiting.first()
+    return first === undefined ? undefined : { waiter: first, reserved: false }
   }
-
-  /** Waiters of `priority` and every class above it. */
-  #waitingFrom (priority: Priority): number {
-    let count = 0
-    for (const each of PRIORITIES.slice(0, rank(priority) + 1)) count += this.#queue(each).length
-    return count
-  }
-}
-
-function rank (priority: Priority): number {
-  return PRIORITIES.indexOf(priority)
 }

@@ -1,7 +1,8 @@
 import type { Config } from '../../config.ts'
 import { SharedBudgetBucket, type SharedBudgetLaw } from '../../redis/budget-bucket.ts'
 import type { RedisLayer } from '../../redis/layer.ts'
-import { CallBudget, type Schedule } from './call-budget.ts'
+import { CallBudget } from './call-budget.ts'
+import type { Schedule } from './schedule.ts'
 import { FleetSource, type BudgetRate } from './fleet-source.ts'
 import { budgetSettings, FLOOR_SHARE, HALVING_COOLDOWN_MS, RECOVERY_PER_SECOND, stateTtlMs, type BudgetSettings } from './law.ts'
 import type { Priority } from '../../resources.ts'
@@ -9,7 +10,8 @@ import { noTelemetry, type BudgetTelemetry } from '../../telemetry/telemetry.ts'
 
 /** The gate an upstream call passes before it is sent (see CallBudget), and what the edge tells it of a 429. */
 export interface UpstreamBudget {
-  acquire: (priority: Priority, signal: AbortSignal) => Promise<void>
+  /** `sendBy` (the app's clock): when the call must be sent at the latest. */
+  acquire: (priority: Priority, signal: AbortSignal, sendBy?: number) => Promise<void>
   slowDown: (holdMs: number) => Promise<void>
   /** Undefined when the rate is unlimited. */
   rate: () => BudgetRate | undefined

@@ -10,16 +10,17 @@ export interface BudgetOptions {
 
 /**
  * The fleet's upstream budget, before the slots' queue: classes are ordered before a slot is taken, and no slot
- * is held while a call waits for budget. A call waits at most until its caller's remaining time could no longer
- * cover what the upstream has been taking; then a caller is refused (UPSTREAM_BUDGET_EXHAUSTED) and background
- * work dropped (BudgetDropped), never sent.
+ * is held while a call waits for budget. A call waits at most until its caller's remaining time (from the caller's
+ * own deadline when that is sooner) could no longer cover what the upstream has been taking; then a caller is
+ * refused (UPSTREAM_BUDGET_EXHAUSTED) and background work dropped (BudgetDropped), never sent.
  */
 export function budget ({ budget: gate, latency, now }: BudgetOptions): Interceptor {
   return (dispatch) => (opts, handler) => {
     const call = callOf(opts)
-    const lastChance = AbortSignal.timeout(Math.max(0, call.deadlineAt - latency.expectedMs - now()))
+    const sendBy = Math.min(call.deadlineAt, call.callerDeadlineAt ?? Infinity) - latency.expectedMs
+    const lastChance = AbortSignal.timeout(Math.max(0, Math.floor(sendBy - now())))
     const signal = signalOf(opts)
-    gate.acquire(call.priority, signal === undefined ? lastChance : AbortSignal.any([signal, lastChance])).then(
+    gate.acquire(call.priority, signal === undefined ? lastChance : AbortSignal.any([signal, lastChance]), sendBy).then(
       () => dispatch(opts, handler),
       (error: unknown) => { fail(handler, error) }
     )

@@ -8,6 +8,8 @@ export type Controller = Dispatcher.DispatchController
 export interface EdgeCall {
   priority: Priority
   deadlineAt: number
+  /** When the caller that asked for it gives up (app clock), if sooner: it waited before the call began. */
+  callerDeadlineAt?: number
   sentAt?: number
 }
 

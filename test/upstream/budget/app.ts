@@ -1,5 +1,5 @@
 import t from 'tap'
-import { Clock, metric, parseMetrics, stack } from '../../helper.ts'
+import { Clock, metric, parseMetrics, settle, stack } from '../../helper.ts'
 
 // The fleet's upstream budget, wired into the app (issue 25): callers with nothing to serve are refused at their
 // deadline rather than sent past the budget; a caller with a stale entry is served at once; an upstream 429 halves it.
@@ -21,6 +21,22 @@ t.test('past the budget, callers with nothing to serve get 503 UPSTREAM_BUDGET_E
   const metrics = parseMetrics((await app.inject('/metrics')).body)
   t.equal(metric(metrics, 'pbff_upstream_budget_dropped_total', { priority: 'caller', reason: 'deadline' }), 2)
   t.equal(metric(metrics, 'pbff_upstream_budget_calls_total', { priority: 'caller' }), 1)
+})
+
+t.test('the upstream client gives the budget its caller\'s deadline: one the queue cannot cover is refused at once, never sent', async (t) => {
+  const { app, sim } = await stack(t, { env: { UPSTREAM_MAX_RPS: '1', UPSTREAM_BURST: '1' } })
+  await app.tokens.getToken()
+  t.equal((await app.inject('/profile/takes-the-burst')).statusCode, 200)
+  const waiting = new AbortController()
+  const ahead = app.upstream.profile('waits', waiting.signal).catch(() => {})
+  await settle()
+  // One caller queued at 1 call/s: 2 s to wait, more than the 1.5 s its caller has left (UPSTREAM_TIMEOUT_MS would cover it).
+  await t.rejects(app.upstream.profile('due-soon', undefined, 'caller', Date.now() + 1_500), { code: 'UPSTREAM_BUDGET_EXHAUSTED' })
+  const metrics = parseMetrics((await app.inject('/metrics')).body)
+  t.equal(metric(metrics, 'pbff_upstream_budget_deferred_total', { priority: 'caller' }), 1, 'refused without queueing: only the call ahead waited')
+  t.equal(sim.callsFor('profile', 'due-soon'), 0, 'never sent')
+  waiting.abort()
+  await ahead
 })
 
 t.test('a caller with a stale entry gets it at once, whatever the budget', async (t) => {

@@ -4,7 +4,7 @@ import { createEntry } from '../../../src/cache/cache-entry.ts'
 import { CacheStack, type Load } from '../../../src/cache/cache-stack.ts'
 import { loadBudget } from '../../../src/load-budget.ts'
 import { Clock } from '../../helper.ts'
-import { instance, settingsOf, Timers } from './harness.ts'
+import { instance, recordingBudgetTelemetry, settingsOf, Timers } from './harness.ts'
 
 // A caller's time counts from its request's arrival, not from its lookup: what it queued for before (the rate limit,
 // an event loop under load) is part of its deadline, and it is answered within it (issue 25 point 6).
@@ -19,20 +19,22 @@ const LATE_TIMERS_MS = 400
 async function spentBudget (t: Test) {
   const clock = new Clock()
   const timers = new Timers(clock)
-  const gate = instance({ clock, timers, settings: settingsOf(1, 1, 1) })
+  const telemetry = recordingBudgetTelemetry()
+  const gate = instance({ clock, timers, settings: settingsOf(1, 1, 1), telemetry })
   const cache = new CacheStack({
     budget: loadBudget({ UPSTREAM_TIMEOUT_MS: TIMEOUT_MS }),
     now: clock.now,
     telemetry: { cacheResult: () => {}, coalescedWaiter: () => {} },
     onError: () => {}
   })
-  const load: Load = async (signal, priority) => {
-    await gate.acquire(priority, signal)
+  // As the upstream client does: the call must be sent by the caller's deadline.
+  const load: Load = async (signal, priority, deadlineAt) => {
+    await gate.acquire(priority, signal, deadlineAt)
     return createEntry(200, '"loaded"', clock.now(), { freshMs: 60_000, staleMs: 60_000 })
   }
   t.equal((await cache.lookup('first', 'profile', load)).state, 'MISS', 'the one call of the bucket')
   t.teardown(() => { cache.close() })
-  return { cache, load }
+  return { cache, load, timers, telemetry }
 }
 
 /** How long `lookup` took to settle, in real ms, and how. */
@@ -69,4 +71,17 @@ t.test('a caller that arrived past its deadline is answered at once, with the co
   const { ms, error } = await timed(Promise.resolve(cache.lookup('late', 'profile', load, undefined, { elapsedTime: TIMEOUT_MS })))
   t.match(error, { statusCode: /^(503|504)$/, code: /^(UPSTREAM_BUDGET_EXHAUSTED|UPSTREAM_TIMEOUT)$/ })
   t.ok(ms < LATE_TIMERS_MS, `in ${ms.toFixed(0)} ms`)
+})
+
+t.test('while the budget is short, a caller whose remaining time the queue cannot cover is refused at its lookup, not at its deadline', async (t) => {
+  const { cache, load, timers, telemetry } = await spentBudget(t)
+  const ahead = cache.lookup('ahead', 'profile', load)
+  await timers.idle()
+  // One caller queued ahead, at 1 call/s: 2 s to wait, and 260 ms of its time left.
+  const { error } = await timed(Promise.resolve(cache.lookup('late', 'profile', load, undefined, { elapsedTime: QUEUED_MS })))
+  t.match(error, { statusCode: 503, code: 'UPSTREAM_BUDGET_EXHAUSTED' })
+  t.same(telemetry.events.filter((event) => event.endsWith(':caller') || event.endsWith(':deadline')),
+    ['call:caller', 'deferred:caller', 'dropped:caller:deadline'], 'refused without queueing: only the caller ahead waited')
+  await timers.advance(1_500)
+  t.equal((await ahead).state, 'MISS', 'the caller ahead is served at the refill')
 })

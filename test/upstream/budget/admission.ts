@@ -1,0 +1,82 @@
+import t from 'tap'
+import { retryAfterOf } from '../../../src/errors.ts'
+import type { CallBudget } from '../../../src/upstream/budget/call-budget.ts'
+import { Clock, fakeHealth, testRedis } from '../../helper.ts'
+import { instance, recordingBudgetTelemetry, settingsOf, Timers } from './harness.ts'
+
+// A caller the budget is too short to reach before it must be sent is refused at once, not at its deadline
+// (issue 25 point 6: within its deadline, and no caller waits all its time for a 503).
+
+/** What became of one call through `gate`, and when (the test's clock). */
+function ask (gate: CallBudget, clock: Clock, sendBy: number): { outcome: Promise<{ at: number, error?: unknown }> } {
+  const outcome = gate.acquire('caller', new AbortController().signal, sendBy).then(
+    () => ({ at: clock.now() }),
+    (error: unknown) => ({ at: clock.now(), error })
+  )
+  return { outcome }
+}
+
+t.test('while the budget is short, a caller whose wait would outlast its time is refused at once, with when to come back', async (t) => {
+  const clock = new Clock()
+  const timers = new Timers(clock)
+  const telemetry = recordingBudgetTelemetry()
+  // One instance at 1 call/s, a bucket of one call.
+  const gate = instance({ clock, timers, settings: settingsOf(1, 1, 1), telemetry })
+  const start = clock.now()
+  const first = ask(gate, clock, Infinity)
+  await timers.idle()
+  const a = ask(gate, clock, start + 1_500)
+  await timers.idle()
+  // Short now: one caller ahead at 1 call/s, so it would be sent 2 s from now, after its 1.5 s.
+  const b = ask(gate, clock, start + 1_500)
+  const c = ask(gate, clock, start + 5_000)
+  await timers.idle()
+  const refused = await b.outcome
+  t.equal(refused.at, start, 'refused before any time passed')
+  t.match(refused.error, { statusCode: 503, code: 'UPSTREAM_BUDGET_EXHAUSTED' })
+  t.equal(retryAfterOf(refused.error), 2, 'come back once the callers queued now have been served')
+  await timers.advance(5_000)
+  t.same(await first.outcome, { at: start }, 'the burst')
+  // The gate asks again at the refill, give or take half its delay (the jitter that spreads instances' retries).
+  const [servedA, servedC] = [await a.outcome, await c.outcome]
+  t.ok(servedA.error === undefined && servedA.at <= start + 1_500, `a wait its time covers is waited: sent at ${servedA.at - start} ms`)
+  t.ok(servedC.error === undefined && servedC.at > servedA.at && servedC.at <= start + 5_000, `sent at ${servedC.at - start} ms`)
+  t.same(telemetry.events.filter((event) => !event.startsWith('rate:')), [
+    'call:caller', 'deferred:caller', 'dropped:caller:deadline', 'deferred:caller', 'call:caller', 'call:caller'
+  ], 'the refused caller never queued')
+})
+
+t.test('while calls are in hand or a lease is on its way, nobody is refused for the time it might wait', async (t) => {
+  const clock = new Clock()
+  const timers = new Timers(clock)
+  const gate = instance({ clock, timers, settings: settingsOf(1, 1, 1) })
+  const start = clock.now()
+  // The first lease is on its way: the budget is not known to be short, whatever the callers' time.
+  const asked = [ask(gate, clock, start + 100), ask(gate, clock, start + 100)]
+  await timers.advance(2_000)
+  const [granted, late] = await Promise.all(asked.map(async (call) => await call.outcome))
+  t.same(granted, { at: start })
+  t.equal(late?.error, undefined, 'not refused on arrival: granted when the budget refilled (its deadline is its signal\'s to enforce)')
+})
+
+t.test('an instance served faster than its share (the others idle) admits the callers that rate can reach', async (t) => {
+  const { redis, prefix } = testRedis(t)
+  const clock = new Clock()
+  const timers = new Timers(clock)
+  // Two instances expected, one busy: the fleet's 10 calls/s are all its own, twice its share of 5.
+  const settings = settingsOf(10, 2, 10)
+  const gate = instance({ clock, timers, settings, shared: { redis, key: `${prefix}upstream:budget`, health: fakeHealth() } })
+  const start = clock.now()
+  const backlog = new AbortController()
+  const queued = Array.from({ length: 40 }, async () => { await gate.acquire('caller', backlog.signal).catch(() => {}) })
+  await timers.advance(2_000)
+  // 30 callers served (the burst, then 10 a second), 10 still queued: at the 10 calls/s it has been served at, this
+  // one will be sent in about 1.1 s; at its share, 5 calls/s, it would be 2.2 s, after its 1.8 s.
+  const admitted = ask(gate, clock, clock.now() + 1_800)
+  await timers.advance(1_800)
+  const { at, error } = await admitted.outcome
+  t.equal(error, undefined, 'admitted: the rate it has been served at covers its wait')
+  t.ok(at <= start + 3_800, `and sent in time: ${at - start - 2_000} ms after it asked`)
+  backlog.abort()
+  await Promise.all(queued)
+})
