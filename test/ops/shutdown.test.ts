@@ -8,6 +8,10 @@ import { eventually, REDIS_URL, simulator, testPrefix } from '../helper.ts'
 
 const SERVER = new URL('../../src/server.ts', import.meta.url).pathname
 
+// Each test's server is a process of its own and most of each test is waiting on it (its start-up, its signals, the
+// drain delay), so the tests run side by side: the file takes about as long as its longest test.
+t.jobs = 4
+
 interface Server {
   child: ChildProcessByStdio<null, Readable, Readable>
   url: string
