@@ -1,4 +1,5 @@
 // The tests of what operators read and deploy (docs, manifests, image, configuration), in one process: a process per file cost more than the tests themselves (docs/testing.md).
+import './files/side-by-side.ts'
 import './files/compose.ts'
 import './files/config.ts'
 import './files/docs.ts'

@@ -1,9 +1,9 @@
-import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import { parse } from 'yaml'
 import { imageNodeOptions, manifestMemoryLimit, memoryBytes } from '../../../bench/container.ts'
 import { ConfigSchema, loadConfig } from '../../../src/config.ts'
+import { onPath, run } from './run.ts'
 
 interface Service {
   image?: string
@@ -170,12 +170,11 @@ function stage (name: string): string {
   return found
 }
 
-const dockerCompose = spawnSync('docker-compose', ['version'], { encoding: 'utf8' })
 t.test('docker-compose parses the file, observability profile included', {
-  skip: dockerCompose.status === 0 ? false : 'docker-compose is not installed here (.ci/run installs it)'
+  skip: onPath('docker-compose') ? false : 'docker-compose is not installed here (.ci/run installs it)'
 }, async (t) => {
-  const parsed = spawnSync('docker-compose', ['--profile', 'observability', 'config'], {
-    cwd: root, encoding: 'utf8', env: { PATH: process.env.PATH ?? '' }
+  const parsed = await run('docker-compose', ['--profile', 'observability', 'config'], {
+    cwd: root, env: { PATH: process.env.PATH ?? '' }
   })
   t.equal(parsed.status, 0, parsed.stderr)
   const resolved = parse(parsed.stdout) as { services: Record<string, Service> }

@@ -1,6 +1,6 @@
-import { spawnSync } from 'node:child_process'
 import t from 'tap'
 import { ConfigSchema, loadConfig } from '../../../src/config.ts'
+import { run } from './run.ts'
 
 const required = {
   UPSTREAM_BASE_URL: 'https://profiles.example/gw/v1',
@@ -70,18 +70,20 @@ t.test('every variable has a description (the README and .env.example are built 
 })
 
 t.test('the server refuses to start on a bad value: one line on stderr, exit 1, nothing listening', async (t) => {
-  const start = (env: Record<string, string>) => spawnSync(process.execPath, ['src/server.ts'], {
+  const start = async (env: Record<string, string>) => await run(process.execPath, ['src/server.ts'], {
     env: { PATH: process.env.PATH, PORT: '0', ...env },
-    encoding: 'utf8',
     timeout: 20_000
   })
-  const bad = start({ ...required, UPSTREAM_BASE_URL: 'nope', CLIENT_SECRET: 'do-not-print-me' })
+  // `UPSTREAM_BASE_URL=nope npm start` with nothing else set as well: both servers start at once.
+  const [bad, bare] = await Promise.all([
+    start({ ...required, UPSTREAM_BASE_URL: 'nope', CLIENT_SECRET: 'do-not-print-me' }),
+    start({ UPSTREAM_BASE_URL: 'nope' })
+  ])
   t.equal(bad.status, 1)
   t.equal(bad.stdout, '')
   t.equal(bad.stderr, 'profile-bff: configuration error: UPSTREAM_BASE_URL must be an absolute http(s) URL, got "nope"\n')
 
-  // `UPSTREAM_BASE_URL=nope npm start` with nothing else set: still one line, naming it first.
-  const bare = start({ UPSTREAM_BASE_URL: 'nope' })
+  // With nothing else set: still one line, naming it first.
   t.equal(bare.status, 1)
   t.match(bare.stderr, /^profile-bff: configuration error: UPSTREAM_BASE_URL must be an absolute http\(s\) URL, got "nope"; AUTH_URL is required[^\n]*\n$/)
 })

@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http'
 import t, { type Test } from 'tap'
-import { stack } from '../../helper.ts'
 import { resolveResponses } from '../openapi-check.ts'
+import { sharedApp } from './app.ts'
 
 interface Example { value: { statusCode: number, code: string, error: string, message: string } }
 interface MediaType { schema: Record<string, unknown>, example?: Example['value'], examples?: Record<string, Example> }
@@ -48,7 +48,7 @@ interface Document {
 }
 
 async function openapi (t: Test, env: Record<string, string> = {}) {
-  const { app } = await stack(t, { env })
+  const app = await sharedApp(env)
   const res = await app.inject('/docs/json')
   t.equal(res.statusCode, 200)
   // The answers shared by every operation are components it refers to: read in place, as a client generator does.
@@ -159,7 +159,7 @@ t.test('documented error bodies are the ones the service sends', async (t) => {
 })
 
 t.test('/docs serves Swagger UI, with a content security policy that lets it run', async (t) => {
-  const { app } = await stack(t)
+  const app = await sharedApp()
   const page = await app.inject('/docs')
   t.equal(page.statusCode, 200)
   t.match(page.headers['content-type'], /^text\/html/)
@@ -178,7 +178,7 @@ t.test('/docs serves Swagger UI, with a content security policy that lets it run
 })
 
 t.test('the docs are cacheable: @fastify/caching tags /docs/json and answers 304 for its tag; the data routes carry none of its headers', async (t) => {
-  const { app } = await stack(t)
+  const app = await sharedApp()
   const first = await app.inject('/docs/json')
   t.equal(first.statusCode, 200)
   t.match(first.headers.etag, /^"[\w-]+"$/)

@@ -5,6 +5,7 @@ import { imageNodeOptions } from '../../../bench/container.ts'
 import { buildApp } from '../../../src/app.ts'
 import { freePort, simulator, testConfig } from '../../helper.ts'
 import { request } from 'undici'
+import { run } from './run.ts'
 
 const root = new URL('../../../', import.meta.url)
 const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')
@@ -50,8 +51,8 @@ t.test('the service\'s heap is sized from its container\'s memory limit, and Nod
   t.match(options, /(?:^| )--max-semi-space-size=16(?: |$)/, 'a young generation of a fixed size')
   t.notMatch(options, /--max-old-space-size=/, 'no fixed old generation, which would ignore the limit')
   // Here there is no container: Node takes the percentage of the machine's memory (or of this process's cgroup limit).
-  const heap = spawnSync(process.execPath, ['-p', 'JSON.stringify([v8.getHeapStatistics().heap_size_limit, Math.min(os.totalmem(), process.constrainedMemory() || Infinity)])'], {
-    encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: options }
+  const heap = await run(process.execPath, ['-p', 'JSON.stringify([v8.getHeapStatistics().heap_size_limit, Math.min(os.totalmem(), process.constrainedMemory() || Infinity)])'], {
+    env: { ...process.env, NODE_OPTIONS: options }
   })
   t.equal(heap.status, 0, heap.stderr)
   const [limit = 0, memory = 0] = JSON.parse(heap.stdout) as number[]

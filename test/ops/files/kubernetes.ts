@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import t, { type Test } from 'tap'
 import { parseAllDocuments } from 'yaml'
@@ -11,7 +10,8 @@ import type { IContainer } from 'kubernetes-models/v1/Container'
 import { heapMiB, imageNodeOptions, memoryBytes, resolvedInContainer } from '../../../bench/container.ts'
 import { DEFAULT_MAX_BYTES } from '../../../src/cache/memory-driver.ts'
 import { ConfigSchema, loadConfig, type Config } from '../../../src/config.ts'
-import { stack } from '../../helper.ts'
+import { sharedApp } from './app.ts'
+import { onPath, run } from './run.ts'
 
 const root = new URL('../../../deploy/kubernetes/', import.meta.url)
 const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')
@@ -37,13 +37,20 @@ function documents (text: string): Manifest[] {
   })
 }
 
-const kubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0
+const kubectl = onPath('kubectl')
 
-/** What `kubectl apply -k dir` would send: kustomize's output (kubectl embeds kustomize). */
-function kustomize (dir: string): Manifest[] {
-  const built = spawnSync('kubectl', ['kustomize', new URL(dir, root).pathname], { encoding: 'utf8' })
-  if (built.status !== 0) throw new Error(`kubectl kustomize ${dir}: ${built.stderr}`)
-  return documents(built.stdout)
+const kustomized = new Map<string, Promise<Manifest[]>>()
+
+/** What `kubectl apply -k dir` would send: kustomize's output (kubectl embeds kustomize), built once for the tests that read it. */
+async function kustomize (dir: string): Promise<Manifest[]> {
+  const build = async (): Promise<Manifest[]> => {
+    const built = await run('kubectl', ['kustomize', new URL(dir, root).pathname])
+    if (built.status !== 0) throw new Error(`kubectl kustomize ${dir}: ${built.stderr}`)
+    return documents(built.stdout)
+  }
+  const once = kustomized.get(dir) ?? build()
+  kustomized.set(dir, once)
+  return await once
 }
 
 /** The base's resources read straight from the files its kustomization lists (kustomize adds only the image tag). */
@@ -132,7 +139,7 @@ t.test('the base, as its files list it: valid objects, consistent with the servi
 })
 
 t.test('the base, as kustomize builds it', { skip: kubectl ? false : 'kubectl (with its kustomize) is not installed here' }, async (t) => {
-  const manifests = kustomize('base')
+  const manifests = await kustomize('base')
   checkManifests(t, manifests)
   t.match(find<Deployment>(manifests, 'Deployment').spec?.template.spec?.containers[0]?.image, /^profile-bff:\d+\.\d+\.\d+$/, 'a pinned tag')
 })
@@ -140,12 +147,12 @@ t.test('the base, as kustomize builds it', { skip: kubectl ? false : 'kubectl (w
 t.test('the Redis Cluster overlay: REDIS_CLUSTER=true, a seed node without a database, the rest as the base', {
   skip: kubectl ? false : 'kubectl (with its kustomize) is not installed here'
 }, async (t) => {
-  const manifests = kustomize('overlays/redis-cluster')
+  const manifests = await kustomize('overlays/redis-cluster')
   checkManifests(t, manifests)
   const { config } = podConfig(manifests)
   t.equal(config.REDIS_CLUSTER, true)
   t.equal(new URL(config.REDIS_URL ?? '').pathname, '', 'a cluster has no /db')
-  const base = kustomize('base')
+  const base = await kustomize('base')
   t.same(find<Deployment>(manifests, 'Deployment'), find<Deployment>(base, 'Deployment'))
 })
 
@@ -177,7 +184,7 @@ t.test('the Secret is a template: every key a configuration variable, no value',
 t.test('the probes\' paths answer 200 on the service', async (t) => {
   const deployment = find<Deployment>(baseFiles(), 'Deployment')
   const container = deployment.spec?.template.spec?.containers[0]
-  const { app } = await stack(t)
+  const app = await sharedApp()
   for (const probe of [container?.livenessProbe, container?.readinessProbe, container?.startupProbe]) {
     const path = probe?.httpGet?.path ?? ''
     t.equal((await app.inject(path)).statusCode, 200, path)
