@@ -166,9 +166,15 @@ export class CacheStack {
     const joinsBackground = this.#flights.cause(key) === 'revalidation' || this.#flights.cause(key) === 'refresh-ahead'
     const entry = await inSpan('cache.load', { 'pbff.resource': resource, 'pbff.load.cause': cause, 'pbff.coalescer': 'owner' }, async (span) => {
       try {
-        const start: StartLoad = async (loadSignal) =>
-          await this.#load(key, resource, undefined, load, withDeadline(loadSignal, loadMs), cause, this.#now() + loadMs)
-        return await this.#flights.join(key, start, cause, wait, (startedIn) => {
+        const start: StartLoad = async (loadSignal) => {
+          const bounded = withDeadline(loadSignal, loadMs)
+          try {
+            return await this.#load(key, resource, undefined, load, bounded.signal, cause, this.#now() + loadMs)
+          } finally {
+            bounded.clear()
+          }
+        }
+        return await this.#flights.join(key, start, cause, wait.signal, (startedIn) => {
           span.setAttribute('pbff.coalescer', 'waiter')
           linkTo(span, startedIn)
           this.#telemetry.coalescedWaiter(resource)
@@ -178,6 +184,8 @@ export class CacheStack {
         if (!joinsBackground || isCancellation(error)) throw error
         // Its own load, at the caller's class, within what is left of its time.
         return (await this.#loaded(key, resource, load, signal, cause, arrival)).entry
+      } finally {
+        wait.clear()
       }
     })
     return { entry, state: cause === 'bypass' ? 'BYPASS' : 'MISS', at: this.#now() }

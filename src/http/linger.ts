@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { finished } from 'node:stream/promises'
+import { withDeadline } from '../cancellation.ts'
 
 /**
  * How long a connection about to close waits for what its client is still sending: a socket closed with
@@ -12,7 +13,9 @@ const LINGER_MS = 2_000
 export async function bodyDrained (request: IncomingMessage): Promise<void> {
   if (request.complete) return
   request.resume()
-  await finished(request, { signal: AbortSignal.timeout(LINGER_MS) }).catch(() => {})
+  const linger = withDeadline(undefined, LINGER_MS)
+  await finished(request, { signal: linger.signal }).catch(() => {})
+  linger.clear()
 }
 
 /**

@@ -47,7 +47,8 @@ const FACT_OUTCOMES: Record<EdgeFact['kind'], UpstreamOutcome> = {
 
 /** How a call that failed with `error` ended, as telemetry names it; `signal` says whether its callers left. */
 export function outcomeOf (error: unknown, signal: AbortSignal | undefined): UpstreamOutcome {
-  if (signal?.aborted === true && isCancellation(signal.reason)) return 'cancelled'
+  // The error itself when the callers' signal reached the request first (undici listens to it before the edge does).
+  if (isCancellation(error) || (signal?.aborted === true && isCancellation(signal.reason))) return 'cancelled'
   if (error instanceof EdgeFailure) return FACT_OUTCOMES[error.fact.kind]
   if (isBudgetRefusal(error)) return 'short_circuited'
   if (isTimeout(error)) return 'timeout'

@@ -47,13 +47,14 @@ export class TokenEndpoint {
   async #request (signal: AbortSignal | undefined): Promise<Record<string, unknown>> {
     const { dispatcher, tokenPath, clientId, clientSecret, audience, timeoutMs } = this.#options
     let answer: unknown
+    const deadline = withDeadline(signal, timeoutMs)
     try {
       const response = await dispatcher.request({
         method: 'POST',
         path: tokenPath,
         headers: { 'content-type': 'application/json', accept: 'application/json' },
         body: JSON.stringify({ client_id: clientId, client_secret: clientSecret, audience, grant_type: 'client_credentials' }),
-        signal: withDeadline(signal, timeoutMs)
+        signal: deadline.signal
       })
       if (response.statusCode !== 200) {
         await response.body.dump()
@@ -66,6 +67,8 @@ export class TokenEndpoint {
         ? `the identity provider did not answer within ${timeoutMs} ms`
         : 'the identity provider could not be reached or answered no JSON'
       throw new UPSTREAM_AUTH_FAILED(why, { cause: error })
+    } finally {
+      deadline.clear()
     }
     return typeof answer === 'object' && answer !== null ? answer as Record<string, unknown> : {}
   }

@@ -3,7 +3,7 @@ import { UPSTREAM_BUDGET_EXHAUSTED, withRetryAfter } from '../../errors.ts'
 import type { BudgetRate, FleetSource, Grant } from './fleet-source.ts'
 import type { Priority } from '../../resources.ts'
 import { noTelemetry, type BudgetTelemetry } from '../../telemetry/telemetry.ts'
-import { GrantRate } from './grant-rate.ts'
+import { CallerPace } from './caller-pace.ts'
 import { BudgetDropped, RULES } from './priorities.ts'
 import { Reserve } from './reserve.ts'
 import { realTimers, type Schedule } from './schedule.ts'
@@ -51,8 +51,7 @@ export class CallBudget {
   readonly #onError: (error: unknown) => void
   readonly #waiting = new WaitingLine()
   readonly #reserve: Reserve
-  /** How fast callers have been let through lately: with the rate's share, what a caller queued now can expect. */
-  readonly #callerGrants: GrantRate
+  readonly #pace: CallerPace
   #inHand = 0
   #lapsesAt = 0
   /** Calls taken since the last lease was asked for: the next one asks for about twice as many. */
@@ -67,7 +66,7 @@ export class CallBudget {
     this.#source = options.source
     this.#now = options.now
     this.#reserve = new Reserve(options.now())
-    this.#callerGrants = new GrantRate(options.now())
+    this.#pace = new CallerPace(options.now())
     this.#schedule = options.schedule ?? realTimers
     this.#random = options.random ?? Math.random
     this.#telemetry = options.telemetry ?? noTelemetry
@@ -82,18 +81,18 @@ export class CallBudget {
     const queue = this.#waiting.of(priority)
     if (queue.length >= rules.maxQueued) throw this.#dropped(priority, 'queue_full')
     // Told now rather than at its deadline: it would have waited all its time for a 503 (a retry pending: short).
-    if (rules.callerFacing && this.#retry !== undefined && this.#now() + this.#expectedWaitMs(priority) > sendBy) throw this.#exhausted(priority)
+    if (rules.callerFacing && this.#retry !== undefined && this.#unreachable(this.#waiting.from(priority) + 1, sendBy)) throw this.#exhausted(priority)
     await new Promise<void>((resolve, reject) => {
       const leave = (): void => {
         queue.splice(queue.indexOf(waiter), 1)
         cancelWait()
         signal.removeEventListener('abort', abort)
       }
-      const waiter: Waiter = { priority, grant: () => { leave(); resolve() } }
-      const abort = (): void => { leave(); reject(this.#refusal(priority, signal.reason)) }
+      const waiter: Waiter = { priority, sendBy, grant: () => { leave(); resolve() }, refuse: (error) => { leave(); reject(error) } }
+      const abort = (): void => { waiter.refuse(this.#refusal(priority, signal.reason)) }
       const cancelWait = rules.maxWaitMs === Infinity
         ? () => {}
-        : this.#schedule(rules.maxWaitMs, () => { leave(); reject(this.#dropped(priority, 'waited_too_long')) })
+        : this.#schedule(rules.maxWaitMs, () => { waiter.refuse(this.#dropped(priority, 'waited_too_long')) })
       signal.addEventListener('abort', abort, { once: true })
       queue.push(waiter)
       // A retry pending says the budget is short already.
@@ -117,7 +116,7 @@ export class CallBudget {
 
   #let (priority: Priority): void {
     this.#taken++
-    if (RULES[priority].callerFacing) this.#callerGrants.record(this.#now())
+    if (RULES[priority].callerFacing) this.#pace.record(this.#now())
     this.#telemetry.budgetCall(priority)
   }
 
@@ -174,7 +173,19 @@ export class CallBudget {
       this.#retry = { cancel, for: top }
     }
     this.#pump()
-    if (grant.retryInMs > 0) this.#markDeferred()
+    if (grant.retryInMs > 0) {
+      this.#refuseUnreachable()
+      this.#markDeferred()
+    }
+  }
+
+  /**
+   * The budget turned out short: callers already queued (a burst before the first short lease, say) that it cannot
+   * reach before they must be sent are told now, each by its place in the line, rather than all at their deadline.
+   */
+  #refuseUnreachable (): void {
+    const late = this.#waiting.callersPast((place, sendBy) => this.#unreachable(place, sendBy))
+    for (const waiter of late) waiter.refuse(this.#exhausted(waiter.priority))
   }
 
   #markDeferred (): void {
@@ -203,14 +214,14 @@ export class CallBudget {
     return withRetryAfter(new UPSTREAM_BUDGET_EXHAUSTED(Math.max(1, Math.ceil(seconds))), seconds)
   }
 
-  /**
-   * How long one more call of `priority` can expect to wait: the waiters of its class and above, at the rate callers
-   * have been let through over the last second, or this instance's share of the budget if that is more (a second ago
-   * the budget may not have been short yet).
-   */
+  /** Whether the caller at `place` in the line (1: the next) can expect to be sent only after `sendBy`. */
+  #unreachable (place: number, sendBy: number): boolean {
+    return this.#now() + this.#pace.waitAtMs(place, this.rate().shareRps, this.#now()) > sendBy
+  }
+
+  /** How long one more call of `priority` can expect to wait: the waiters of its class and above, and itself. */
   #expectedWaitMs (priority: Priority): number {
-    const rps = Math.max(this.rate().shareRps, this.#callerGrants.perSecond(this.#now()))
-    return (this.#waiting.from(priority) + 1) * 1000 / rps
+    return this.#pace.waitAtMs(this.#waiting.from(priority) + 1, this.rate().shareRps, this.#now())
   }
 
   #dropped (priority: Priority, reason: BudgetDropped['reason']): BudgetDropped {

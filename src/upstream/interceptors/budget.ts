@@ -1,5 +1,6 @@
 import type { RecentLatency } from '../recent-latency.ts'
 import type { UpstreamBudget } from '../budget/upstream-budget.ts'
+import { withDeadline } from '../../cancellation.ts'
 import { callOf, fail, signalOf, type Interceptor } from './edge-call.ts'
 
 export interface BudgetOptions {
@@ -18,11 +19,16 @@ export function budget ({ budget: gate, latency, now }: BudgetOptions): Intercep
   return (dispatch) => (opts, handler) => {
     const call = callOf(opts)
     const sendBy = Math.min(call.deadlineAt, call.callerDeadlineAt ?? Infinity) - latency.expectedMs
-    const lastChance = AbortSignal.timeout(Math.max(0, Math.floor(sendBy - now())))
-    const signal = signalOf(opts)
-    gate.acquire(call.priority, signal === undefined ? lastChance : AbortSignal.any([signal, lastChance]), sendBy).then(
-      () => dispatch(opts, handler),
-      (error: unknown) => { fail(handler, error) }
+    const lastChance = withDeadline(signalOf(opts), sendBy - now())
+    gate.acquire(call.priority, lastChance.signal, sendBy).then(
+      () => {
+        lastChance.clear()
+        dispatch(opts, handler)
+      },
+      (error: unknown) => {
+        lastChance.clear()
+        fail(handler, error)
+      }
     )
     return true
   }

@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici'
+import { withDeadline } from '../../cancellation.ts'
 import { EdgeFailure, hadFairShare, outcomeOf } from '../edge-errors.ts'
 import type { ConcurrencyLimiter } from '../concurrency-limiter.ts'
 import type { RecentLatency } from '../recent-latency.ts'
@@ -33,8 +34,12 @@ async function queued ({ limiter, latency, now }: ConcurrencyOptions, call: Edge
   const sendBy = (): number => call.deadlineAt - latency.expectedMs
   if (now() >= sendBy()) throw new EdgeFailure({ kind: 'too_late' })
   if (limiter.full) throw new EdgeFailure({ kind: 'overloaded', retryInMs: latency.expectedMs })
-  const lastChance = AbortSignal.timeout(sendBy() - now())
-  await limiter.enter(signal === undefined ? lastChance : AbortSignal.any([signal, lastChance]))
+  const lastChance = withDeadline(signal, sendBy() - now())
+  try {
+    await limiter.enter(lastChance.signal)
+  } finally {
+    lastChance.clear()
+  }
   // Asked again on the app's clock, with what the upstream takes now: both may have moved while it waited.
   if (now() >= sendBy()) {
     limiter.leave()

@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici'
-import { withDeadline } from '../../cancellation.ts'
+import { withDeadline, type Deadline } from '../../cancellation.ts'
 import { callOf, Forward, signalOf, type Controller, type Headers, type Interceptor } from './edge-call.ts'
 
 export interface DeadlineOptions {
@@ -15,19 +15,21 @@ export interface DeadlineOptions {
  */
 export function deadline ({ callerMs, now }: DeadlineOptions): Interceptor {
   return (dispatch) => (opts, handler) => {
-    const signal = withDeadline(signalOf(opts), callerMs)
+    const deadline = withDeadline(signalOf(opts), callerMs)
     callOf(opts).deadlineAt = now() + callerMs
-    return dispatch({ ...opts, signal } as Dispatcher.DispatchOptions, new Deadline(handler, signal))
+    return dispatch({ ...opts, signal: deadline.signal } as Dispatcher.DispatchOptions, new Bounded(handler, deadline))
   }
 }
 
-class Deadline extends Forward {
+class Bounded extends Forward {
   readonly #signal: AbortSignal
+  readonly #clear: () => void
   #controller: Controller | undefined
 
-  constructor (handler: Dispatcher.DispatchHandler, signal: AbortSignal) {
+  constructor (handler: Dispatcher.DispatchHandler, { signal, clear }: Deadline) {
     super(handler)
     this.#signal = signal
+    this.#clear = clear
     signal.addEventListener('abort', this.#abort)
   }
 
@@ -43,12 +45,17 @@ class Deadline extends Forward {
   }
 
   override onResponseEnd (controller: Controller, trailers: Headers): void {
-    this.#signal.removeEventListener('abort', this.#abort)
+    this.#done()
     super.onResponseEnd(controller, trailers)
   }
 
   override onResponseError (controller: Controller, error: Error): void {
-    this.#signal.removeEventListener('abort', this.#abort)
+    this.#done()
     super.onResponseError(controller, error)
+  }
+
+  #done (): void {
+    this.#signal.removeEventListener('abort', this.#abort)
+    this.#clear()
   }
 }

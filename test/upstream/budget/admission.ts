@@ -27,14 +27,14 @@ t.test('while the budget is short, a caller whose wait would outlast its time is
   await timers.idle()
   const a = ask(gate, clock, start + 1_500)
   await timers.idle()
-  // Short now: one caller ahead at 1 call/s, so it would be sent 2 s from now, after its 1.5 s.
-  const b = ask(gate, clock, start + 1_500)
+  // Short now: one caller ahead at 1 call/s, so it would be sent 1 s from now at the soonest, after its 0.9 s.
+  const b = ask(gate, clock, start + 900)
   const c = ask(gate, clock, start + 5_000)
   await timers.idle()
   const refused = await b.outcome
   t.equal(refused.at, start, 'refused before any time passed')
   t.match(refused.error, { statusCode: 503, code: 'UPSTREAM_BUDGET_EXHAUSTED' })
-  t.equal(retryAfterOf(refused.error), 2, 'come back once the callers queued now have been served')
+  t.equal(retryAfterOf(refused.error), 1, 'come back once the callers queued now have been served')
   await timers.advance(5_000)
   t.same(await first.outcome, { at: start }, 'the burst')
   // The gate asks again at the refill, give or take half its delay (the jitter that spreads instances' retries).
@@ -44,6 +44,24 @@ t.test('while the budget is short, a caller whose wait would outlast its time is
   t.same(telemetry.events.filter((event) => !event.startsWith('rate:')), [
     'call:caller', 'deferred:caller', 'dropped:caller:deadline', 'deferred:caller', 'call:caller', 'call:caller'
   ], 'the refused caller never queued')
+})
+
+t.test('callers queued before the budget turned out short are told at once, by their place in the line, when it does', async (t) => {
+  const clock = new Clock()
+  const timers = new Timers(clock)
+  const gate = instance({ clock, timers, settings: settingsOf(1, 1, 1) })
+  const start = clock.now()
+  // A burst: all five queue while the first lease is on its way, nobody knowing yet what the budget holds. The
+  // fourth has 1.5 s: the first takes the bucket's one call, and the fourth's place is 2 s away at 1 call/s.
+  const burst = [Infinity, Infinity, Infinity, start + 1_500, Infinity].map((sendBy) => ask(gate, clock, sendBy))
+  await timers.idle()
+  const refused = await burst[3]?.outcome
+  t.equal(refused?.at, start, 'told as soon as the lease came back short')
+  t.match(refused?.error, { code: 'UPSTREAM_BUDGET_EXHAUSTED' })
+  await timers.advance(5_000)
+  const served = await Promise.all([0, 1, 2, 4].map(async (index) => await burst[index]?.outcome))
+  t.ok(served.every((outcome) => outcome?.error === undefined), 'the others are all served: the refused one\'s place went to the one behind it')
+  t.same(served.map((outcome) => outcome?.at), served.map((outcome) => outcome?.at).sort((a = 0, b = 0) => a - b), 'in their order')
 })
 
 t.test('while calls are in hand or a lease is on its way, nobody is refused for the time it might wait', async (t) => {
@@ -71,7 +89,7 @@ t.test('an instance served faster than its share (the others idle) admits the ca
   const queued = Array.from({ length: 40 }, async () => { await gate.acquire('caller', backlog.signal).catch(() => {}) })
   await timers.advance(2_000)
   // 30 callers served (the burst, then 10 a second), 10 still queued: at the 10 calls/s it has been served at, this
-  // one will be sent in about 1.1 s; at its share, 5 calls/s, it would be 2.2 s, after its 1.8 s.
+  // one will be sent in about 1 s; at its share, 5 calls/s, it would be 2 s, after its 1.8 s.
   const admitted = ask(gate, clock, clock.now() + 1_800)
   await timers.advance(1_800)
   const { at, error } = await admitted.outcome

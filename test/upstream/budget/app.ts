@@ -30,8 +30,8 @@ t.test('the upstream client gives the budget its caller\'s deadline: one the que
   const waiting = new AbortController()
   const ahead = app.upstream.profile('waits', waiting.signal).catch(() => {})
   await settle()
-  // One caller queued at 1 call/s: 2 s to wait, more than the 1.5 s its caller has left (UPSTREAM_TIMEOUT_MS would cover it).
-  await t.rejects(app.upstream.profile('due-soon', undefined, 'caller', Date.now() + 1_500), { code: 'UPSTREAM_BUDGET_EXHAUSTED' })
+  // One caller queued at 1 call/s: a second to wait, more than the 0.8 s its caller has left (UPSTREAM_TIMEOUT_MS would cover it).
+  await t.rejects(app.upstream.profile('due-soon', undefined, 'caller', Date.now() + 800), { code: 'UPSTREAM_BUDGET_EXHAUSTED' })
   const metrics = parseMetrics((await app.inject('/metrics')).body)
   t.equal(metric(metrics, 'pbff_upstream_budget_deferred_total', { priority: 'caller' }), 1, 'refused without queueing: only the call ahead waited')
   t.equal(sim.callsFor('profile', 'due-soon'), 0, 'never sent')

@@ -77,7 +77,7 @@ t.test('while the budget is short, a caller whose remaining time the queue canno
   const { cache, load, timers, telemetry } = await spentBudget(t)
   const ahead = cache.lookup('ahead', 'profile', load)
   await timers.idle()
-  // One caller queued ahead, at 1 call/s: 2 s to wait, and 260 ms of its time left.
+  // One caller queued ahead, at 1 call/s: a second to wait, and 260 ms of its time left.
   const { error } = await timed(Promise.resolve(cache.lookup('late', 'profile', load, undefined, { elapsedTime: QUEUED_MS })))
   t.match(error, { statusCode: 503, code: 'UPSTREAM_BUDGET_EXHAUSTED' })
   t.same(telemetry.events.filter((event) => event.endsWith(':caller') || event.endsWith(':deadline')),
