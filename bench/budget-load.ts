@@ -13,6 +13,8 @@ export interface Outcomes {
   /** Answers (or failures) that came later than the callers' deadline, and those by outcome. */
   overDeadline: number
   lateOutcomes: Record<string, number>
+  /** Late answers by the whole second into the load in which their request was sent ('3': from 3 s to 4 s). */
+  lateBySecond: Record<string, number>
   /** When each outcome was first seen, in s from the tally's start (its request's start). */
   firstSeenSeconds: Record<string, number>
   p50Ms: number
@@ -25,6 +27,8 @@ export class Tally {
   readonly #outcomes: Record<string, number> = {}
   readonly #latencies: number[] = []
   readonly #late: Record<string, number> = {}
+  /** Late answers by the whole second (into the load) their request was sent in. */
+  readonly #lateBySecond: Record<string, number> = {}
   readonly #firstSeen: Record<string, number> = {}
   readonly #deadlineMs: number
   readonly #startedAt: number
@@ -44,6 +48,8 @@ export class Tally {
     if (ms > this.#deadlineMs) {
       this.#overDeadline++
       this.#late[outcome] = (this.#late[outcome] ?? 0) + 1
+      const second = String(Math.floor((startedAt - this.#startedAt) / 1_000))
+      this.#lateBySecond[second] = (this.#lateBySecond[second] ?? 0) + 1
     }
   }
 
@@ -55,6 +61,7 @@ export class Tally {
       outcomes: { ...this.#outcomes },
       overDeadline: this.#overDeadline,
       lateOutcomes: { ...this.#late },
+      lateBySecond: { ...this.#lateBySecond },
       firstSeenSeconds: { ...this.#firstSeen },
       p50Ms: percentile(this.#latencies, 50),
       p99Ms: percentile(this.#latencies, 99),
@@ -89,28 +96,36 @@ export function callerShares (outcomes: Record<string, number>): { fresh: number
 }
 
 /** One request, timed and tallied; the body is read only when it is an error's. Never rejects. */
-export async function tallied (pool: Pool, path: string, tally: Tally): Promise<void> {
+/** Asks for `path` and tallies the answer; resolves to its `Retry-After` in seconds (0 when it has none). */
+export async function tallied (pool: Pool, path: string, tally: Tally): Promise<number> {
   const started = performance.now()
   let outcome = '0'
+  let retryAfter = 0
   try {
     const response = await pool.request({ method: 'GET', path })
     const xCache = response.headers['x-cache']
     const body = response.statusCode === 200 ? (await response.body.dump(), '') : await response.body.text()
     outcome = outcomeOf(response.statusCode, typeof xCache === 'string' ? xCache : undefined, body)
+    retryAfter = Number(response.headers['retry-after'] ?? 0) || 0
   } catch {}
   tally.add(outcome, performance.now() - started, started)
+  return retryAfter
 }
 
 /**
  * A closed loop: `connections` callers, spread over `pools` in turn, each asking for `nextPath()` as soon as its
- * last answer came, until `running()` says stop: as fast as the instances answer.
+ * last answer came, until `running()` says stop: as fast as the instances answer. A caller told to come back later
+ * (`Retry-After`) does, as the contract asks of callers, rather than asking again at once.
  */
-export async function closedLoop (
-  { pools, connections, nextPath, running, tally }: { pools: Pool[], connections: number, nextPath: () => string, running: () => boolean, tally: Tally }
-): Promise<void> {
+export async function closedLoop ({ pools, connections, nextPath, running, tally, pause = sleep }: {
+  pools: Pool[], connections: number, nextPath: () => string, running: () => boolean, tally: Tally, pause?: (ms: number) => Promise<unknown>
+}): Promise<void> {
   const caller = async (index: number): Promise<void> => {
     const pool = pools[index % pools.length] as Pool
-    while (running()) await tallied(pool, nextPath(), tally)
+    while (running()) {
+      const retryAfter = await tallied(pool, nextPath(), tally)
+      if (retryAfter > 0) await pause(retryAfter * 1_000)
+    }
   }
   await Promise.all(Array.from({ length: connections }, async (_, index) => { await caller(index) }))
 }
@@ -126,7 +141,7 @@ export async function pacedLoop (
   const started = performance.now()
   for (let tick = 0; running(); tick++) {
     paths.forEach((path, index) => {
-      const sent = tallied(pools[(index + tick) % pools.length] as Pool, path, tally).finally(() => inFlight.delete(sent))
+      const sent = tallied(pools[(index + tick) % pools.length] as Pool, path, tally).then(() => {}).finally(() => inFlight.delete(sent))
       inFlight.add(sent)
     })
     await sleep(Math.max(0, started + (tick + 1) * intervalMs - performance.now()))

@@ -32,6 +32,8 @@ export interface BudgetResult {
   classes: { calls: Record<string, number>, deferred: Record<string, number>, dropped: Record<string, number> }
   /** Samples of pbff_redis_up (one a second), and how many of them each instance answered with Redis down. */
   redisDown: { samples: number, perInstance: number[] }
+  /** Each instance's event loop delay in its worst second (from /metrics, sampled with redisDown). */
+  instanceLag: Array<{ p99Ms: number, maxMs: number }>
 }
 
 export function budgetSection ({ budget }: { budget?: BudgetResult }): string[] {
@@ -50,8 +52,8 @@ export function budgetSection ({ budget }: { budget?: BudgetResult }): string[] 
     `## Upstream budget: ${budget.instances} instances on one Redis, UPSTREAM_MAX_RPS=${budget.maxRps} (burst ${budget.burst}), ${budget.seconds.toFixed(0)} s`,
     '',
     `A Zipf mix (s = ${zipf.exponent}) over ${count(zipf.usernames)} usernames from a cold cache, ${zipf.connections} callers in a closed loop spread` +
-      ' over the instances (each asks again as soon as it is answered: the fastest rate the instances sustain, as long as' +
-      ` misses wait for budget), and ${hot.usernames} hot usernames, warmed on every instance first, each asked every` +
+      ' over the instances (each asks again as soon as it is answered, or after its Retry-After when told to come back:' +
+      ` the fastest rate the instances sustain), and ${hot.usernames} hot usernames, warmed on every instance first, each asked every` +
       ` ${hot.intervalMs} ms on the next instance in turn. PROFILE_TTL_SECONDS=${budget.profileTtlSeconds}, so that each hot entry` +
       ` reaches the end of its freshness (and refresh-ahead has to act) about ${Math.floor(budget.seconds / budget.profileTtlSeconds)} times during the phase;` +
       ` the callers' deadline is UPSTREAM_TIMEOUT_MS=${budget.deadlineMs}; the upstream simulator answers in ${budget.upstreamLatencyMs} ms.` +
@@ -64,6 +66,7 @@ export function budgetSection ({ budget }: { budget?: BudgetResult }): string[] 
       ` (from ${(upstream.busiest.startMs / 1000).toFixed(2)} s) |`,
     `| the instances' CPU over the load (1.00: a core throughout) | ${budget.instanceCores.map((cores) => cores.toFixed(2)).join(', ')} |`,
     `| the load generator's CPU; its event loop's delay, p99 / max | ${budget.generator.cores.toFixed(2)}; ${ms(budget.generator.lagP99Ms)} / ${ms(budget.generator.lagMaxMs)} |`,
+    `| the instances' event loop delay in their worst second, p99 / max | ${budget.instanceLag.map((lag) => `${ms(lag.p99Ms)} / ${ms(lag.maxMs)}`).join(', ')} |`,
     `| samples (one a second) in which an instance saw Redis down, of ${budget.redisDown.samples} | ${budget.redisDown.perInstance.join(', ')} |`,
     `| calls in all, and per second on average | ${count(upstream.calls)}, ${(upstream.calls / budget.seconds).toFixed(1)}/s |`,
     `| calls in each whole second | ${upstream.perSecond.join(' ')} |`,
@@ -76,7 +79,8 @@ export function budgetSection ({ budget }: { budget?: BudgetResult }): string[] 
     row(`Zipf over ${count(zipf.usernames)}`, zipf.result),
     row(`${hot.usernames} hot usernames`, hot.result),
     '',
-    `Hot usernames' X-Cache: ${hotMix(hot.result)}.`
+    `Hot usernames' X-Cache: ${hotMix(hot.result)}.`,
+    ...lateNote(zipf.result)
   ]
 }
 
@@ -124,4 +128,11 @@ export function share (n: number, total: number): string {
   if (total === 0) return 'n/a'
   const tenths = n === total ? 1_000 : n === 0 ? 0 : Math.min(999, Math.max(1, Math.round(n / total * 1_000)))
   return `${(tenths / 10).toFixed(1)}%`
+}
+
+/** When the late answers' requests were sent, by second into the load. */
+function lateNote (result: Outcomes): string[] {
+  const seconds = Object.entries(result.lateBySecond)
+  if (seconds.length === 0) return []
+  return ['', `Zipf callers answered past their deadline, by the second their request was sent in: ${seconds.map(([second, n]) => `${second} s: ${count(n)}`).join(', ')}.`]
 }

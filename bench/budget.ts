@@ -82,12 +82,20 @@ export async function budgetPhase (
     const sampling = { running: true }
     // Whether each instance sees Redis up (pbff_redis_up), once a second: while it does not, it keeps to its share.
     const redisDown = instances.map(() => 0)
+    // And how late each one's event loop ran, worst second (prom-client resets its histogram at each scrape).
+    const instanceLag = instances.map(() => ({ p99Ms: 0, maxMs: 0 }))
     let redisSamples = 0
     const redisSampler = (async () => {
       while (sampling.running) {
         const texts = await Promise.all(instances.map(async (instance) => await metricsText(instance.url).catch(() => '')))
         redisSamples++
         texts.forEach((text, index) => { if (sampleValues(text, 'pbff_redis_up')[0]?.value !== 1) redisDown[index] = (redisDown[index] ?? 0) + 1 })
+        texts.forEach((text, index) => {
+          const lag = instanceLag[index]
+          if (lag === undefined) return
+          lag.p99Ms = Math.max(lag.p99Ms, 1_000 * (sampleValues(text, 'nodejs_eventloop_lag_p99_seconds')[0]?.value ?? 0))
+          lag.maxMs = Math.max(lag.maxMs, 1_000 * (sampleValues(text, 'nodejs_eventloop_lag_max_seconds')[0]?.value ?? 0))
+        })
         await sleep(1_000)
       }
     })()
@@ -132,7 +140,8 @@ export async function budgetPhase (
       hot: { usernames: HOT_USERNAMES, intervalMs: HOT_INTERVAL_MS, result: hot.summary() },
       upstream: { calls: times.length, busiest: busiestWindow(times), perSecond: perSecond(times) },
       classes: budgetClasses(before, after),
-      redisDown: { samples: redisSamples, perInstance: redisDown }
+      redisDown: { samples: redisSamples, perInstance: redisDown },
+      instanceLag
     }
     log(`  upstream: ${result.upstream.calls} calls, at most ${result.upstream.busiest.calls} in a 1-second window; by class ${JSON.stringify(result.classes.calls)}`)
     log(`  Zipf: ${JSON.stringify(result.zipf.result.outcomes)}; hot: ${JSON.stringify(result.hot.result.outcomes)}`)

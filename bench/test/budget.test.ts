@@ -77,6 +77,11 @@ t.test('the loads: a closed loop over the pools, and a paced stream of every hot
   const servers = await Promise.all([0, 1, 2].map(async (server) => {
     const http = createServer((request, response) => {
       seen.push({ server, url: request.url ?? '' })
+      if (request.url === '/z/refused') {
+        response.writeHead(503, { 'retry-after': '2' })
+        response.end('{"code":"UPSTREAM_BUDGET_EXHAUSTED"}')
+        return
+      }
       response.setHeader('x-cache', 'HIT')
       response.end('{}')
     })
@@ -90,8 +95,11 @@ t.test('the loads: a closed loop over the pools, and a paced stream of every hot
   })
   let asked = 0
   const zipf = new Tally(1_000)
-  await closedLoop({ pools, connections: 6, nextPath: () => `/z/${asked}`, running: () => asked++ < 60, tally: zipf })
+  const pauses: number[] = []
+  const pause = async (ms: number): Promise<void> => { pauses.push(ms) }
+  await closedLoop({ pools, connections: 6, nextPath: () => asked === 30 ? '/z/refused' : `/z/${asked}`, running: () => asked++ < 60, tally: zipf, pause })
   t.equal(zipf.summary().requests, 60)
+  t.same(pauses, [2_000], 'a caller told to come back later (Retry-After) pauses that long; the others ask again at once')
   t.same(new Set(seen.map((request) => request.server)), new Set([0, 1, 2]))
   seen.length = 0
   let ticks = 0
@@ -107,6 +115,7 @@ function budget (overrides: { busiest?: number, hot?: Record<string, number>, la
     outcomes: counts,
     overDeadline: late,
     lateOutcomes: late === 0 ? {} : { '503 UPSTREAM_BUDGET_EXHAUSTED': late },
+    lateBySecond: late === 0 ? {} : { 4: late },
     firstSeenSeconds: { '200 HIT': 0 },
     p50Ms: 1,
     p99Ms: 4_900,
@@ -126,6 +135,7 @@ function budget (overrides: { busiest?: number, hot?: Record<string, number>, la
     hot: { usernames: 20, intervalMs: 100, result: outcomes(overrides.hot ?? { '200 HIT': 12_000 }) },
     upstream: { calls: 3_010, busiest: { calls: overrides.busiest ?? 98, startMs: 100 }, perSecond: [98, 50, 51] },
     redisDown: { samples: 63, perInstance: [0, 0, 0] },
+    instanceLag: [{ p99Ms: 12, maxMs: 40 }, { p99Ms: 11, maxMs: 35 }, { p99Ms: 13, maxMs: 52 }],
     classes: { calls: { caller: 2_990, 'refresh-ahead': 20 }, deferred: { caller: 2_900 }, dropped: { 'caller deadline': 3_000 } }
   }
 }
@@ -149,5 +159,7 @@ t.test('the report has the budget section and its targets only when the phase ra
   t.match(report, /\| Zipf over 100,000 \| 59,900 \(998\/s\) \| 52,900 \| 4,000 \| 3,000 \| 0 \| 0 \|/)
   t.match(report, /\| 2 \(503 UPSTREAM_BUDGET_EXHAUSTED: 2\) \|/)
   t.match(report, /Hot usernames' X-Cache: HIT 12,000 \(100\.0%\)\./)
+  t.match(report, /\| the instances' event loop delay in their worst second, p99 \/ max \| 12\.0 ms \/ 40\.0 ms, 11\.0 ms \/ 35\.0 ms, 13\.0 ms \/ 52\.0 ms \|/)
+  t.match(report, /past their deadline, by the second their request was sent in: 4 s: 2\./)
   t.match(report, /\| Budget: callers answered within their deadline \| none past 5,000 ms, none unanswered \| 2 past it, 0 unanswered; slowest 5040\.0 ms \| MISS \|/)
 })
