@@ -1,0 +1,39 @@
+import { mock } from 'node:test'
+import t from 'tap'
+import { isCancellation, isDeadline, nobodyWaits, withDeadline } from '../../../src/cancellation.ts'
+
+// withDeadline: a signal bounded by a deadline that lets go of its timer and of the outer signal once its work is
+// done, instead of living (with every closure its listeners hold) until the timer would have fired.
+
+t.test('it aborts with a TimeoutError when its time is up', async (t) => {
+  const deadline = withDeadline(undefined, 0)
+  // Its timer, like AbortSignal.timeout's, keeps no process alive: this test's interval does.
+  const alive = setInterval(() => {}, 1_000)
+  await new Promise((resolve) => { deadline.signal.addEventListener('abort', resolve, { once: true }) })
+  clearInterval(alive)
+  t.ok(isDeadline(deadline.signal.reason))
+})
+
+t.test('it aborts with the outer signal\'s reason when the outer signal aborts, at once or already', async (t) => {
+  const outer = new AbortController()
+  const deadline = withDeadline(outer.signal, 60_000)
+  outer.abort(nobodyWaits('every caller left'))
+  t.ok(deadline.signal.aborted, 'in the same tick')
+  t.ok(isCancellation(deadline.signal.reason))
+  t.ok(withDeadline(outer.signal, 60_000).signal.aborted, 'an outer signal aborted already aborts it at once')
+})
+
+t.test('cleared, its timer is gone and it no longer follows the outer signal', async (t) => {
+  // Node's mock timers, for this test only: its clock moves without waiting.
+  mock.timers.enable({ apis: ['setTimeout'] })
+  t.teardown(() => { mock.timers.reset() })
+  const outer = new AbortController()
+  const kept = withDeadline(outer.signal, 60_000)
+  const cleared = withDeadline(outer.signal, 60_000)
+  cleared.clear()
+  mock.timers.tick(60_000)
+  t.ok(kept.signal.aborted && isDeadline(kept.signal.reason), 'the one still at work times out')
+  t.notOk(cleared.signal.aborted, 'the cleared one\'s timer is gone')
+  outer.abort(nobodyWaits('late'))
+  t.notOk(cleared.signal.aborted, 'and the outer signal\'s end does not reach it')
+})
