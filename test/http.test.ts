@@ -1,5 +1,6 @@
 // The HTTP surface's tests (routes, validation, errors, headers, compression), in one process: a process per file cost more than the tests themselves (docs/testing.md).
 import './http/answer-headers.ts'
+import './http/batch.ts'
 import './http/compression.ts'
 import './http/error-headers.ts'
 import './http/errors.ts'

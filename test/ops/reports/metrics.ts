@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { PrometheusTelemetry } from '../../src/telemetry/prometheus-telemetry.ts'
-import { eventually, metric, parseMetrics, RedisServer, type Sample, stack } from '../helper.ts'
+import { PrometheusTelemetry } from '../../../src/telemetry/prometheus-telemetry.ts'
+import { eventually, metric, parseMetrics, RedisServer, type Sample, stack } from '../../helper.ts'
 
 async function scrape (app: FastifyInstance): Promise<Sample[]> {
   const res = await app.inject('/metrics')

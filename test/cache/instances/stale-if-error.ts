@@ -1,6 +1,6 @@
 import t from 'tap'
-import type { Fault } from '../../dev/simulator.ts'
-import { cacheStack, eventually, rawRedis } from '../helper.ts'
+import type { Fault } from '../../../dev/simulator.ts'
+import { cacheStack, eventually, rawRedis } from '../../helper.ts'
 
 const faults: Array<[string, Fault]> = [
   ['a 5xx', { kind: 'status', status: 500 }],

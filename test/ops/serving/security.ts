@@ -1,5 +1,5 @@
 import t from 'tap'
-import { stack } from '../helper.ts'
+import { stack } from '../../helper.ts'
 
 t.test('CORS_ORIGINS=* lets any origin read answers, errors included, and expose the caching headers', async (t) => {
   const { app } = await stack(t)

@@ -1,8 +1,8 @@
 import Fastify from 'fastify'
 import { pino, type Logger } from 'pino'
 import t from 'tap'
-import { BatchedLogOutput, loggerOptions, OneLinePerRequest } from '../../src/logging/logging.ts'
-import { capturedLogger, stack, type LogLine } from '../helper.ts'
+import { BatchedLogOutput, loggerOptions, OneLinePerRequest } from '../../../src/logging/logging.ts'
+import { capturedLogger, stack, type LogLine } from '../../helper.ts'
 
 const USER_AUTHORIZATION = 'Bearer user-jwt-3f9c'
 const USER_COOKIE = 'session=cookie-77ab'

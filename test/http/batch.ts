@@ -1,6 +1,6 @@
 import t from 'tap'
-import { profileOf } from '../dev/profiles.ts'
-import { cacheStack, stack } from './helper.ts'
+import { profileOf } from '../../dev/profiles.ts'
+import { cacheStack, stack } from '../helper.ts'
 
 const batchUrl = (usernames: readonly string[], extra = ''): string =>
   `/profiles?${usernames.map((username) => `username=${encodeURIComponent(username)}`).join('&')}${extra}`

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { anotherApp, eventually, freePort, rawRedis, REDIS_URL, stack } from '../helper.ts'
+import { anotherApp, eventually, freePort, rawRedis, REDIS_URL, stack } from '../../helper.ts'
 
 t.test('past RATE_LIMIT_PER_MINUTE a client gets 429 RATE_LIMITED with Retry-After, and the upstream is not asked', async (t) => {
   const { app, sim } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3' } })

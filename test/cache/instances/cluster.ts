@@ -2,8 +2,8 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { Cluster, Redis } from 'ioredis'
-import { profileOf } from '../../dev/profiles.ts'
-import { available, cacheStack, eventually, freeClusterPort, RedisServer } from '../helper.ts'
+import { profileOf } from '../../../dev/profiles.ts'
+import { available, cacheStack, eventually, freeClusterPort, RedisServer } from '../../helper.ts'
 
 const run = promisify(execFile)
 const ADMIN_TOKEN = 'cluster-admin-token'

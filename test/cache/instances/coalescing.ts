@@ -1,6 +1,6 @@
 import t from 'tap'
-import { profileOf } from '../../dev/profiles.ts'
-import { cacheStack, eventually, rawRedis } from '../helper.ts'
+import { profileOf } from '../../../dev/profiles.ts'
+import { cacheStack, eventually, rawRedis } from '../../helper.ts'
 
 t.test('500 concurrent requests for one cold username on two instances sharing Redis: exactly 1 upstream call', async (t) => {
   const { app, sim, another } = await cacheStack(t, { sim: { latencyMs: 100 } })

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { anotherApp, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../helper.ts'
+import { anotherApp, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../../helper.ts'
 
 // Token lifecycle through the whole app, against the simulator's identity provider.
 const NO_RATE_LIMIT = { RATE_LIMIT_PER_MINUTE: '0' }

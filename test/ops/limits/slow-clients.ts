@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net'
 import t from 'tap'
-import { buildApp, SLOW_CLIENT_TIMEOUTS, type SlowClientTimeouts } from '../../src/app.ts'
-import { simulator, testConfig, type TestContext } from '../helper.ts'
+import { buildApp, SLOW_CLIENT_TIMEOUTS, type SlowClientTimeouts } from '../../../src/app.ts'
+import { simulator, testConfig, type TestContext } from '../../helper.ts'
 
 // node:http's own timers cut slow clients off; they cannot follow a fake clock, so the limits are short here.
 const LIMITS: SlowClientTimeouts = { headersMs: 300, requestMs: 600, checkIntervalMs: 50 }

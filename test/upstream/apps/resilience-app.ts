@@ -1,8 +1,8 @@
 import t from 'tap'
-import { profileOf } from '../../dev/profiles.ts'
-import { BREAKER_FAILURE_THRESHOLD } from '../../src/upstream/circuit-breaker.ts'
-import { MAX_RETRY_AFTER_SECONDS } from '../../src/upstream/interceptors/backoff.ts'
-import { anotherApp, Clock, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../helper.ts'
+import { profileOf } from '../../../dev/profiles.ts'
+import { BREAKER_FAILURE_THRESHOLD } from '../../../src/upstream/circuit-breaker.ts'
+import { MAX_RETRY_AFTER_SECONDS } from '../../../src/upstream/interceptors/backoff.ts'
+import { anotherApp, Clock, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../../helper.ts'
 
 // The upstream client's protections, through the whole app, counted at the simulator.
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { cacheStack, eventually } from '../helper.ts'
+import { cacheStack, eventually } from '../../helper.ts'
 
 const ADMIN_TOKEN = 'admin-secret-token-for-tests'
 const authorized = { authorization: `Bearer ${ADMIN_TOKEN}` }

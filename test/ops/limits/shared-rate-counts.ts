@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
-import type { RateCount } from '../../src/rate-limit/rate-counts.ts'
-import { SharedRateCounts, type SharedRateCountsOptions } from '../../src/redis/shared-rate-counts.ts'
-import { fakeHealth, testRedis } from '../helper.ts'
+import type { RateCount } from '../../../src/rate-limit/rate-counts.ts'
+import { SharedRateCounts, type SharedRateCountsOptions } from '../../../src/redis/shared-rate-counts.ts'
+import { fakeHealth, testRedis } from '../../helper.ts'
 
 type CountsRedis = SharedRateCountsOptions['redis']
 

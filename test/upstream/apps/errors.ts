@@ -1,5 +1,5 @@
 import t from 'tap'
-import { stack } from './helper.ts'
+import { stack } from '../../helper.ts'
 
 // Each upstream failure, with nothing cached to fall back on, answers the contract's status and code,
 // and never leaks the upstream's body.

@@ -1,11 +1,11 @@
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import type { Simulator } from '../../dev/simulator.ts'
-import { buildApp, type AppOptions } from '../../src/app.ts'
-import { eventually, simulator, testConfig } from '../helper.ts'
-import { DocumentCheck, type Exchange } from './openapi-check.ts'
-import { exchange } from './raw-http.ts'
+import type { Simulator } from '../../../dev/simulator.ts'
+import { buildApp, type AppOptions } from '../../../src/app.ts'
+import { eventually, simulator, testConfig } from '../../helper.ts'
+import { DocumentCheck, type Exchange } from '../openapi-check.ts'
+import { exchange } from '../raw-http.ts'
 
 const ADMIN_TOKEN = 'corpus-admin-token'
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` }

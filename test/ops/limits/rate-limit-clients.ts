@@ -1,5 +1,5 @@
 import t from 'tap'
-import { stack } from '../helper.ts'
+import { stack } from '../../helper.ts'
 
 // The in-process count (no Redis) must not forget a client while thousands of others are counted.
 

@@ -1,7 +1,7 @@
 import { connect } from 'node:net'
 import t from 'tap'
-import { readiness } from '../../src/routes/health.ts'
-import { Clock, eventually, REDIS_URL, RedisServer, settle, stack } from '../helper.ts'
+import { readiness } from '../../../src/routes/health.ts'
+import { Clock, eventually, REDIS_URL, RedisServer, settle, stack } from '../../helper.ts'
 
 t.test('/healthz answers 200 while the process runs', async (t) => {
   const { app } = await stack(t)

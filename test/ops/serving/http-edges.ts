@@ -2,9 +2,9 @@ import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import t, { type Test } from 'tap'
-import { errorResponse } from '../../src/http/error-response.ts'
-import { capturedLogger, eventually, stack } from '../helper.ts'
-import { exchange, listeningApp, type RawExchange } from './raw-http.ts'
+import { errorResponse } from '../../../src/http/error-response.ts'
+import { capturedLogger, eventually, stack } from '../../helper.ts'
+import { exchange, listeningApp, type RawExchange } from '../raw-http.ts'
 
 // Requests Node's HTTP parser refuses, and those it leaves to the server, on a real listening server.
 
@@ -180,7 +180,7 @@ t.test('at LOG_LEVEL=info every edge is answered and logged under the id it was 
 })
 
 /** The README's error table, as `<status> <code>` pairs. */
-const README_TABLE = new Set([...readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+const README_TABLE = new Set([...readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
   .matchAll(/^\|.*\|\s*([45]\d\d)\s*\|\s*`([A-Z_]+)`/gm)].map(([, status, code]) => `${status} ${code}`))
 
 t.test('the client errors Fastify and its plugins raise are answered under a status and code of the README\'s table', async (t) => {

@@ -1,0 +1,5 @@
+// Health, HTTP edges, logging and security headers, one module after another in one process: a process per file cost more CPU than most of their tests (docs/testing.md).
+import './serving/health.ts'
+import './serving/http-edges.ts'
+import './serving/logging.ts'
+import './serving/security.ts'
