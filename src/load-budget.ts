@@ -29,8 +29,11 @@ export interface LoadBudget {
 }
 
 const MARGIN_MS = 1_000
-/** Kept from a caller's time for its answer to reach it (an event loop under load included): a tenth, at most this. */
-const ANSWER_MARGIN_MS = 250
+/**
+ * Kept from a caller's time for its answer to reach it (an event loop under load included): a tenth, at most this.
+ * The budget bench saw instances' event loops up to 0.33 s late in their busiest second (bench/README.md).
+ */
+const ANSWER_MARGIN_MS = 500
 /** A load's refusal travels to its callers within this share of the answer's margin. */
 const LOAD_LEAD_SHARE = 0.2
 const EXCHANGE_WAIT_MARGIN_MS = 2_000
