@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import ValidatorSelector from '@fastify/ajv-compiler'
 import type { Config } from './config.ts'
 import { loggerOptions, OneLinePerRequest, requestId } from './logging/logging.ts'
 import { answerHalfClosedRequests } from './http/half-close.ts'
@@ -50,6 +51,13 @@ export interface SlowClientTimeouts {
 /** A GET API's requests are a few hundred bytes: a client still sending after seconds is stalled or hostile. */
 export const SLOW_CLIENT_TIMEOUTS: SlowClientTimeouts = { headersMs: 10_000, requestMs: 15_000, checkIntervalMs: 1_000 }
 
+/**
+ * Fastify's own validator factory, made once for every app this process builds rather than once per app: its Ajv
+ * is then shared, and compiles each route schema once (a warm build 102-113 ms of CPU, 65-67 ms with it; a process's
+ * first 446-488 ms, 268-272 ms). The tests, which build about 200 apps, feel it most.
+ */
+const VALIDATORS = ValidatorSelector()
+
 /** Builds the whole service without listening: `server.ts` listens, tests `inject`. */
 export async function buildApp ({
   config, logger, now, loadShedding: sheddingOptions = {}, slowClients = SLOW_CLIENT_TIMEOUTS
@@ -70,7 +78,8 @@ export async function buildApp ({
     // A malformed URL (bad percent-encoding) is answered before any route, hence before the error handler and the hooks.
     frameworkErrors: (error, request, reply) => { app.answerFrameworkError(error, request, reply) },
     // A request node:http's parser refuses (malformed, headers too large, too slow) reaches no hook at all.
-    clientErrorHandler: (error, socket) => { app.answerClientError(error, socket) }
+    clientErrorHandler: (error, socket) => { app.answerClientError(error, socket) },
+    schemaController: { compilersFactory: { buildValidator: VALIDATORS } }
   }).withTypeProvider<TypeBoxTypeProvider>()
   answerHalfClosedRequests(app.server)
 
