@@ -53,8 +53,8 @@ export const SLOW_CLIENT_TIMEOUTS: SlowClientTimeouts = { headersMs: 10_000, req
 
 /**
  * Fastify's own validator factory, made once for every app this process builds rather than once per app: its Ajv
- * is then shared, and compiles each route schema once (a warm build 102-113 ms of CPU, 65-67 ms with it; a process's
- * first 446-488 ms, 268-272 ms). The tests, which build about 200 apps, feel it most.
+ * is then shared, and compiles each route schema once (a warm build 102-113 ms of CPU, 65-74 ms with it; a process's
+ * first 446-488 ms, 268-376 ms). The tests, which build about 200 apps, feel it most.
  */
 const VALIDATORS = ValidatorSelector()
 

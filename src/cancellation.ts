@@ -29,7 +29,7 @@ export interface Deadline {
  * `signal` (the caller's, or a shared load's) combined once with a deadline `ms` from now (none left: at once). Not
  * AbortSignal.timeout and AbortSignal.any: a timeout signal with listeners is kept alive, and every closure its
  * listeners hold with it, until its timer fires, however soon the work ended (2 KB a call for UPSTREAM_TIMEOUT_MS:
- * a storm of refused misses spent a fifth of its time in GC; docs/performance-history.md).
+ * a storm of refused misses spent an eighth of its CPU profile in GC; docs/performance-history.md).
  */
 export function withDeadline (signal: AbortSignal | undefined, ms: number): Deadline {
   const controller = new AbortController()
