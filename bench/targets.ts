@@ -42,6 +42,8 @@ export interface ServiceOptions {
   nodeOptions?: string
   /** Run as the image runs it (its CMD: `node dist/server.js`), not with `npm start`'s node options. */
   asImage?: boolean
+  /** Another build of the server to run (a variant of dist/, see devices.ts); default SERVER_ENTRY. */
+  entry?: string
   /** The service's variables to set beyond (or instead of) the bench's own, e.g. `UPSTREAM_MAX_RPS`. */
   env?: Record<string, string>
 }
@@ -68,7 +70,7 @@ export async function startService (group: ProcessGroup, options: ServiceOptions
     env.CACHE_KEY_PREFIX = options.redis.keyPrefix
   }
   const startOptions = options.asImage === true ? [] : npmStartOptionsAt(fileURLToPath(new URL('..', import.meta.url)))
-  return await group.start({ name: options.name, args: [...startOptions, ...(options.nodeArgs ?? []), SERVER_ENTRY], readyPath: '/healthz', env: { ...env, PORT: '0' } })
+  return await group.start({ name: options.name, args: [...startOptions, ...(options.nodeArgs ?? []), options.entry ?? SERVER_ENTRY], readyPath: '/healthz', env: { ...env, PORT: '0' } })
 }
 
 /**
