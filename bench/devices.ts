@@ -25,6 +25,8 @@ const SECONDS = integerSetting('BENCH_ROUND_SECONDS', 4, 1, 30)
 const CONNECTIONS = integerSetting('BENCH_CONNECTIONS', 50, 1, 500)
 const WARM_UP_SECONDS = 2
 const only = (process.env.BENCH_VARIANTS ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '')
+const unknown = only.filter((name) => !VARIANTS.some((variant) => variant.name === name))
+if (unknown.length > 0) throw new Error(`BENCH_VARIANTS: no variant ${unknown.join(', ')} (the variants: ${VARIANTS.map(({ name }) => name).join(', ')})`)
 const variants = VARIANTS.filter(({ name }) => only.length === 0 || only.includes(name))
 const DEADLINE_MS = 120_000 + (1 + variants.length) * PROCESSES * (15_000 + 1_500 * (WARM_UP_SECONDS + ROUNDS * SECONDS))
 
