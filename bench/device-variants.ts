@@ -1,3 +1,6 @@
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
 /**
  * The hit path's devices (code that does by hand, for speed, what a plain library call would do) and the
  * production defaults that cost a hit something, each as a variant of the built service: the same `dist/`
@@ -29,19 +32,26 @@ export const VARIANTS: readonly Variant[] = [
     name: 'batched-log-output',
     kind: 'device',
     what: 'BatchedLogOutput (src/logging/logging.ts): access lines encoded into a 16 KiB buffer, one write when full or after 100 ms',
-    instead: 'pino\'s default destination: one write per line',
+    instead: 'pino\'s default destination (SonicBoom on stdout, writing what came while its last write was in flight)',
     patches: [{ file: 'server.js', find: ': { stream: batchedStdout() })', replace: ': {})' }]
   },
   {
     name: 'held-hit',
     kind: 'device',
     what: 'a fresh entry this process holds answered without a promise (CacheStack.lookup, serve)',
-    instead: 'an async handler that awaits the lookup and the send',
-    patches: [{
-      file: 'routes/profiles.js',
-      find: '(request, reply) => serve(reply, lookups.profile(request.params.username, callerSignal(request), reply), encodings)',
-      replace: 'async (request, reply) => { await serve(reply, await lookups.profile(request.params.username, callerSignal(request), reply), encodings); return reply; }'
-    }]
+    instead: 'every lookup through the store\'s promise, and an async handler that awaits the lookup and the send',
+    patches: [
+      {
+        file: 'cache/cache-stack.js',
+        find: 'if (held !== undefined && isFresh(held, now))\n            return this.#reported(resource, this.#hit(key, resource, held, load, now));',
+        replace: ''
+      },
+      {
+        file: 'routes/profiles.js',
+        find: '(request, reply) => serve(reply, lookups.profile(request.params.username, callerSignal(request), reply), encodings)',
+        replace: 'async (request, reply) => { await serve(reply, await lookups.profile(request.params.username, callerSignal(request), reply), encodings); return reply; }'
+      }
+    ]
   },
   {
     name: 'rate-limit-hook',
@@ -72,17 +82,17 @@ export const VARIANTS: readonly Variant[] = [
     name: 'helmet-headers',
     kind: 'device',
     what: 'helmet\'s headers found once, set with the answer-headers block (src/plugins/security-headers.ts)',
-    instead: 'helmet\'s middleware run on every request, as @fastify/helmet does',
+    instead: 'helmet\'s middleware made and run on every request, as @fastify/helmet does',
     patches: [{
       file: 'plugins/security-headers.js',
       find: 'app.answerHeaders.add(helmetHeaders(API_HELMET_OPTIONS));',
-      replace: 'const perRequest = helmet(API_HELMET_OPTIONS);\n    app.addHook(\'onRequest\', (request, reply, done) => { perRequest(request.raw, reply.raw, done); });'
+      replace: 'app.addHook(\'onRequest\', (request, reply, done) => { helmet(API_HELMET_OPTIONS)(request.raw, reply.raw, done); });'
     }]
   },
   {
     name: 'cors-headers',
     kind: 'device',
-    what: 'the CORS headers of a simple request found once per origin, set with the answer-headers block (src/plugins/cors.ts)',
+    what: 'the CORS headers of a simple request found once per origin, set with the answer-headers block (src/plugins/cors.ts); measured with CORS_ORIGINS=*',
     instead: '@fastify/cors registered for the whole app, with its hook on every request',
     patches: [{
       file: 'plugins/cors.js',
@@ -122,4 +132,14 @@ export function applyPatches (source: string, patches: readonly Patch[], variant
     if (count !== 1) throw new Error(`variant ${variant}: ${file} holds ${count} copies of ${JSON.stringify(find.slice(0, 80))}, not one: update its patch`)
     return text.replace(find, () => replace)
   }, source)
+}
+
+/** Edits, in place, the copy of dist/ at `dir` into `variant`. Returns the files it changed. */
+export function applyVariant (dir: string, variant: Variant): string[] {
+  const files = [...new Set(variant.patches.map((patch) => patch.file))]
+  for (const file of files) {
+    const path = join(dir, file)
+    writeFileSync(path, applyPatches(readFileSync(path, 'utf8'), variant.patches.filter((patch) => patch.file === file), variant.name))
+  }
+  return files.map((file) => join(dir, file))
 }

@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
-import { applyPatches, VARIANTS } from '../device-variants.ts'
+import { applyPatches, applyVariant, VARIANTS } from '../device-variants.ts'
 
 // bench:devices measures each variant as the service with one edit: an edit that no longer applies must stop it,
 // and every edit must still apply to what tsc builds from the sources as they are.
@@ -19,15 +19,20 @@ t.test('a patch applies when its text is there exactly once, and names its varia
   t.throws(() => applyPatches('one(); one();', [patch], 'v'), /variant v: a\.js holds 2 copies/)
 })
 
-t.test('every variant\'s patches apply to the service as tsc builds it', async (t) => {
-  const outDir = mkdtempSync(join(tmpdir(), 'pbff-devices-test-'))
-  t.teardown(() => { rmSync(outDir, { recursive: true, force: true }) })
-  const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', outDir], { cwd: ROOT, encoding: 'utf8' })
+t.test('every variant\'s edits apply to the service as tsc builds it, and leave JavaScript that parses', async (t) => {
+  const workDir = mkdtempSync(join(tmpdir(), 'pbff-devices-test-'))
+  t.teardown(() => { rmSync(workDir, { recursive: true, force: true }) })
+  const built = join(workDir, 'dist')
+  const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', built], { cwd: ROOT, encoding: 'utf8' })
   t.equal(tsc.error, undefined, 'tsc ran')
   for (const variant of VARIANTS) {
-    for (const patch of variant.patches) {
-      t.doesNotThrow(() => applyPatches(readFileSync(join(outDir, patch.file), 'utf8'), [patch], variant.name), `${variant.name}: ${patch.file}`)
+    const dir = join(workDir, variant.name)
+    cpSync(built, dir, { recursive: true })
+    const files = applyVariant(dir, variant)
+    for (const file of files) {
+      const check = spawnSync(process.execPath, ['--check', file], { encoding: 'utf8' })
+      t.equal(check.status, 0, `${variant.name}: ${file.slice(dir.length + 1)} parses ${check.stderr}`)
     }
+    t.equal(files.length > 0 || variant.env !== undefined, true, `${variant.name} changes something`)
   }
-  t.same(VARIANTS.filter((variant) => variant.patches.length === 0 && variant.env === undefined).map(({ name }) => name), [], 'each variant changes something')
 })
