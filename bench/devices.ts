@@ -46,7 +46,7 @@ process.once('SIGTERM', () => { stop(143) })
 setTimeout(() => { log(`the run took longer than ${DEADLINE_MS / 1000} s: stopping`); stop(1) }, DEADLINE_MS).unref()
 
 interface Build { variant: Variant | undefined, entry: string }
-interface Slot extends Build { server: RunningChild, rounds: RoundResult[] }
+interface Slot { variant: Variant | undefined, server: RunningChild, rounds: RoundResult[] }
 
 try {
   assertWrkInstalled()
@@ -63,7 +63,7 @@ try {
     for (const { variant, entry } of builds) {
       const server = await startService(group, { name: `${variant?.name ?? 'service'}-${copy}`, simulator, logLevel: 'info', entry, env: variant?.env ?? {} })
       await warm(server, paths)
-      row.push({ variant, entry, server, rounds: [] })
+      row.push({ variant, server, rounds: [] })
     }
     slots.push(row)
   }
