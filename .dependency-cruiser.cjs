@@ -1,12 +1,12 @@
 /**
  * Import rules for src/, checked by `npm run lint`. The layers, from the top:
  *   app.ts, server.ts → plugins/ → routes/ → http/ → lookups/ → cache/ → redis/;  upstream/ → redis/;
- *   plugins/tracing.ts → tracing/ (the OpenTelemetry SDK, imported only when tracing is on)
+ *   plugins/ → rate-limit/ → redis/;  plugins/tracing.ts → tracing/ (the OpenTelemetry SDK, imported only when tracing is on)
  * and below them all the shared vocabulary (config, errors, resources, schemas, telemetry, logging,
- * rate-limit, load-budget, cancellation), which imports none of the layers. A module imports its own
+ * load-budget, cancellation), which imports none of the layers. A module imports its own
  * layer and those below it, never one above.
  */
-const BASE = '^src/(config|errors|resources|load-budget|cancellation|v8-flags)\\.ts$|^src/(schemas|telemetry|logging|rate-limit)/'
+const BASE = '^src/(config|errors|resources|load-budget|cancellation|v8-flags)\\.ts$|^src/(schemas|telemetry|logging)/'
 
 /** `layer` may not import any of `above`. */
 const below = (name, layer, above, comment) => ({
@@ -38,6 +38,8 @@ module.exports = {
       'The cache stands on Redis (its driver, bus and locks); Redis and the upstream know nothing of it.'),
     below('upstream-above-redis-only', '^src/(cache|redis)/|' + BASE, '^src/upstream/',
       'The upstream edge stands on Redis (the shared token and back-off); the cache reaches it through the lookups.'),
+    below('rate-limit-above-redis-only', '^src/(lookups|cache|redis|upstream)/|' + BASE, '^src/rate-limit/',
+      'The rate limit stands on Redis (its shared counts); its plugin wires it, and nothing below knows of it.'),
     below('redis-at-the-bottom', BASE, '^src/redis/',
       'Redis is the lowest layer but the shared vocabulary.'),
     below('tracing-sdk-only-from-its-plugin', '^src/(?!tracing/|plugins/tracing\\.ts$)', '^src/tracing/',
@@ -47,7 +49,7 @@ module.exports = {
       severity: 'error',
       comment: 'Config, errors, schemas, telemetry and the like are imported by every layer, so they import none.',
       from: { path: BASE },
-      to: { path: '^src/(plugins|routes|http|lookups|cache|upstream|redis)/' }
+      to: { path: '^src/(plugins|routes|http|lookups|cache|upstream|redis|rate-limit)/' }
     }
   ],
   options: {

@@ -133,9 +133,13 @@ export function parseWrkOutput (stdout: string): WrkSummary {
 }
 
 async function runWrk (url: string, paths: string[], { connections, seconds, rate }: LoadOptions): Promise<WrkSummary> {
-  const delayMs = wrkDelayMs(connections, rate)
   const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', SCRIPT, url, '--', ...paths]
-  const child = spawn(WRK, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PBFF_WRK_DELAY_MS: String(delayMs) } })
+  return await wrkSummary(args, { PBFF_WRK_DELAY_MS: String(wrkDelayMs(connections, rate)) })
+}
+
+/** Runs wrk with `args` (a script that prints wrk.lua's summary line) and `env`; stopRunningLoad ends it. */
+export async function wrkSummary (args: string[], env: Record<string, string>): Promise<WrkSummary> {
+  const child = spawn(WRK, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
   running = child
   let stdout = ''
   let stderr = ''

@@ -11,6 +11,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { buildApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
+import { serviceEnv } from '../dev/service-env.ts'
 import { startSimulator } from '../dev/simulator.ts'
 import { corpus, type CorpusRequest } from './malformed-corpus.ts'
 
@@ -22,8 +23,8 @@ const GRACE_MS = 300
 const REQUIRED_HEADERS = ['x-request-id', 'access-control-allow-origin', 'content-security-policy', 'x-content-type-options']
 const BODY_KEYS = 'code,error,message,statusCode'
 
-/** Every code of the README's error table (`| situation | 4xx | `CODE` ... |`). */
-const README_CODES = new Set([...readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+/** Every code of the error table of docs/reference.md (`| situation | 4xx | `CODE` ... |`). */
+const REFERENCE_CODES = new Set([...readFileSync(new URL('../docs/reference.md', import.meta.url), 'utf8')
   .matchAll(/^\|.*\|\s*[45]\d\d\s*\|\s*`([A-Z_]+)`/gm)].map((match) => match[1]))
 
 interface Answer { status: number, headers: Map<string, string>, body: string, raw: string }
@@ -128,7 +129,7 @@ function offContract ({ answers, trailing, closedByServer, error, request }: Exc
     if (body === undefined) continue
     if (Object.keys(body).sort().join(',') !== BODY_KEYS) why.push(`${answer.status} with keys ${Object.keys(body).join(',')}`)
     if (body.statusCode !== answer.status) why.push(`${answer.status} with statusCode ${String(body.statusCode)}`)
-    if (typeof body.code !== 'string' || !README_CODES.has(body.code)) why.push(`${answer.status} with code ${String(body.code)}, not in the README`)
+    if (typeof body.code !== 'string' || !REFERENCE_CODES.has(body.code)) why.push(`${answer.status} with code ${String(body.code)}, not in docs/reference.md`)
     if (typeof body.error !== 'string' || typeof body.message !== 'string') why.push(`${answer.status} whose error or message is not a string`)
   }
   const last = finals.at(-1)
@@ -148,10 +149,7 @@ function show (text: string, max = 600): string {
 async function main (): Promise<void> {
   const sim = await startSimulator()
   const config = loadConfig({
-    UPSTREAM_BASE_URL: sim.baseUrl,
-    AUTH_URL: sim.authUrl,
-    CLIENT_ID: sim.options.clientId,
-    CLIENT_SECRET: sim.options.clientSecret,
+    ...serviceEnv(sim),
     LOG_LEVEL: 'silent',
     ADMIN_TOKEN: 'malformed-bench-admin-token',
     // Every request from 127.0.0.1: with the limit on, most answers past the 600th would be 429.

@@ -1,9 +1,13 @@
 import { budgetSection, budgetVerdicts } from './budget-report.ts'
+import { coherenceSection } from './coherence.ts'
 import type { RoundResult } from './load.ts'
 import { invalidReasons, ratioMedian, VALIDITY, type TargetSummary } from './rounds.ts'
 import { count, mib, missing, ms, pct, ratioText, servedCounts, signedMs, statuses, times, us } from './format.ts'
 import { herdSummary, redisTroubleVerdicts, verdicts } from './report.ts'
+import { missSection, missVerdicts } from './miss-report.ts'
 import type { BenchResults, FloorCheck } from './results.ts'
+import { scenariosSection, scenariosVerdicts } from './scenarios.ts'
+import { soakSection, soakVerdicts } from './soak-report.ts'
 import { tracingSection } from './tracing.ts'
 
 // The report of one run (bench/results/latest.md): a section per phase that ran, then every target with PASS or MISS.
@@ -20,18 +24,22 @@ export function renderReport (results: BenchResults): string {
       ` at LOG_LEVEL=${settings.logLevel}${settings.buildTypeErrors === 0 ? '' : ` (built with ${settings.buildTypeErrors} type errors)`}.` +
       ' Load generator and servers share the same cores, and so do other jobs on a shared machine: compare ratios within one run, not figures across runs.',
     ...hitSection(results),
+    ...missSection(results),
     ...shelterSection(results),
     ...batchSection(results),
     ...troubleSection(results),
     ...scanSection(results),
     ...budgetSection(results),
+    ...coherenceSection(results),
     ...tracingSection(results),
+    ...soakSection(results),
+    ...scenariosSection(results),
     '',
-    '## Targets (issues 6, 10, 13, 23 and 25)',
+    '## Targets (issues 6, 10, 13, 23, 25, 32 and 33)',
     '',
     '| target | goal | measured | result |',
     '|---|---|---|---|',
-    ...[...verdicts(results), ...redisTroubleVerdicts(results), ...budgetVerdicts(results)].map((verdict) =>
+    ...[...verdicts(results), ...redisTroubleVerdicts(results), ...budgetVerdicts(results), ...missVerdicts(results), ...soakVerdicts(results), ...scenariosVerdicts(results)].map((verdict) =>
       `| ${verdict.target} | ${verdict.goal} | ${verdict.measured} | ${verdict.pass === undefined ? 'n/a' : verdict.pass ? 'PASS' : 'MISS'} |`),
     ''
   ]

@@ -1,4 +1,8 @@
 import type { BudgetResult } from './budget-report.ts'
+import type { CoherenceResult } from './coherence.ts'
+import type { MissResult } from './miss.ts'
+import type { ScenariosResult } from './scenarios.ts'
+import type { SoakResult } from './soak.ts'
 import type { TargetSummary } from './rounds.ts'
 import type { TracingResult } from './tracing.ts'
 
@@ -100,6 +104,14 @@ export interface BenchResults {
   scan?: ScanResult[]
   /** Issue 25: three instances under a fleet-wide upstream budget (see budget.ts). */
   budget?: BudgetResult
+  /** Issue 35: a purge's propagation to the other instances (see coherence.ts). */
+  coherence?: CoherenceResult
+  /** Issue 33: cold misses beside direct calls to the same upstream, both stores. */
+  miss?: MissResult
   /** Tracing's cost (issue 26): hits and misses with tracing off, and on at 100% and 1%. */
   tracing?: TracingResult
+  /** Issue 32: one instance on its in-process store for minutes, wrk over many usernames (see soak.ts). */
+  soak?: SoakResult
+  /** Issue 32: a slow upstream and a hung identity provider (see scenarios.ts). */
+  scenarios?: ScenariosResult
 }

@@ -1,18 +1,22 @@
-import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { arch, cpus, loadavg, platform, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { budgetPhase } from './budget.ts'
 import { buildService } from './build.ts'
 import { checkFloor } from './floor-check.ts'
 import { hitPathRounds } from './hit-path.ts'
 import { assertWrkInstalled, stopRunningLoad } from './load.ts'
+import { machineInfo } from './machine.ts'
+import { missPhase } from './miss.ts'
+import { coherencePhase } from './coherence.ts'
 import { batchVsSingles, hitResponse, shelterRounds, warm, zipfMix } from './phases.ts'
 import { ProcessGroup, type RunningChild } from './processes.ts'
 import { redisTrouble } from './redis-trouble.ts'
 import { scanPhase } from './scan.ts'
+import { scenariosPhase, SCENARIOS_DEADLINE_MS } from './scenarios.ts'
+import { soakPhase } from './soak.ts'
 import { tracingPhase } from './tracing.ts'
 import { deleteKeysUnder, assertRedisReachable } from './redis-keys.ts'
 import { phaseSetting, integerSetting, PHASES } from './settings.ts'
@@ -29,6 +33,7 @@ const settings = {
   phases: phaseSetting('BENCH_PHASES'),
   upstreamLatencyMs: integerSetting('SIM_LATENCY_MS', 50, 0, 1_000),
   rounds: integerSetting('BENCH_ROUNDS', 5, 1, 20),
+  misses: integerSetting('BENCH_MISSES', 200, 10, 2_000),
   /** Rounds past BENCH_ROUNDS while fewer than that many were valid for every target (a busy machine). */
   maxRounds: integerSetting('BENCH_MAX_ROUNDS', 8, 1, 30),
   roundSeconds: integerSetting('BENCH_ROUND_SECONDS', 5, 1, 30),
@@ -47,7 +52,8 @@ const settings = {
     seconds: integerSetting('BENCH_BUDGET_SECONDS', 60, 5, 600),
     connections: integerSetting('BENCH_BUDGET_CONNECTIONS', 2_000, 3, 10_000),
     usernames: integerSetting('BENCH_BUDGET_USERNAMES', 100_000, 100, 1_000_000)
-  }
+  },
+  soak: { seconds: integerSetting('BENCH_SOAK_SECONDS', 300, 10, 3_600), usernames: 20_000, connections: 30, freshSeconds: 20, upstreamLatencyMs: 5 }
 }
 const runs = (phase: typeof PHASES[number]): boolean => settings.phases.includes(phase)
 /** Start-up and warming take well under a minute on a busy 2-core machine; each selected phase adds its own bound. */
@@ -56,12 +62,16 @@ const DEADLINE_MS = 60_000 +
   (runs('herd') ? 20_000 * settings.shelterRounds : 0) +
   (runs('list') ? 30_000 : 0) +
   (runs('hit') ? 1_500 * 4 * (settings.warmUpSeconds + settings.roundSeconds * Math.max(settings.rounds, settings.maxRounds)) + 30_000 : 0) +
+  // Each miss waits for the upstream twice (through the service, then directly): 4 runs at 20 ms a call, and the instances' start-up.
+  (runs('miss') ? 4 * settings.misses * 200 + 30_000 : 0) +
   (runs('trouble') ? 1_500 * 2 * (settings.redisTroubleSeconds + 3) + 20_000 : 0) +
   // Three scans, each at a few thousand usernames a second on a quiet machine: two minutes for 100,000 on a busy one.
   (runs('scan') ? 3 * (120_000 * settings.scan.usernames / 100_000 + 30_000) : 0) +
   // Three instances and a simulator to start, the hot usernames to warm, the load, then its last deadline.
   (runs('budget') ? 1_000 * settings.budget.seconds + 90_000 : 0) +
   // Three instances: their hit rounds, and a thousand misses each per round at 32 at a time over the upstream latency.
+  // Three instances to start, then a few thousand requests in sequence.
+  (runs('coherence') ? 60_000 : 0) + (runs('scenarios') ? SCENARIOS_DEADLINE_MS : 0) + (runs('soak') ? 1_000 * settings.soak.seconds + 60_000 : 0) +
   (runs('tracing') ? 3 * (1_500 * (settings.warmUpSeconds + settings.roundSeconds * settings.rounds) + 20_000 * settings.rounds) + 30_000 : 0)
 
 /** The herd's instances, and its floor's: two of each. */
@@ -79,6 +89,7 @@ setTimeout(() => { abort(`the run took longer than ${DEADLINE_MS / 1000} s: stop
 try {
   const results = await bench()
   const report = renderReport(results)
+  mkdirSync(dirname(RESULT_FILE), { recursive: true })
   writeFileSync(RESULT_FILE, report)
   process.stdout.write(`\n${report}\nwritten to bench/results/latest.md\n`)
   rmSync(logDir, { recursive: true, force: true })
@@ -94,8 +105,8 @@ try {
 process.exit()
 
 async function bench (): Promise<BenchResults> {
-  const machine = machineInfo()
-  if (runs('hit') || runs('tracing')) assertWrkInstalled()
+  const machine = machineInfo(ROOT)
+  if (runs('hit') || runs('tracing') || runs('soak')) assertWrkInstalled()
   await assertRedisReachable(settings.redisUrl)
   log(`phases: ${settings.phases.join(', ')} (BENCH_PHASES)`)
   log('building the service (tsc -p tsconfig.build.json)')
@@ -168,6 +179,8 @@ async function bench (): Promise<BenchResults> {
     hitResults = { ...await hitPathRounds({ bare, redis: redisA, memory, paths, rounds: settings.rounds, maxRounds: settings.maxRounds, load, log }), floorCheck }
   }
 
+  const miss = runs('miss') ? await missPhase({ group, logLevel: settings.logLevel, misses: settings.misses, runId, log }) : undefined
+
   let trouble: BenchResults['redisTrouble']
   if (runs('trouble')) {
     log(`Redis trouble: ${settings.redisTroubleSeconds} s hung, then ${settings.redisTroubleSeconds} s gone, under load, on a redis-server of its own`)
@@ -188,18 +201,31 @@ async function bench (): Promise<BenchResults> {
     tracing = await tracingPhase({ group, simulator, logLevel: settings.logLevel, paths, rounds: settings.rounds, load, misses: { count: 1_000, concurrency: 32 }, log })
   }
 
+  let coherence: BenchResults['coherence']
+  if (runs('coherence')) {
+    log('coherence: three instances on the shared Redis, hot usernames purged on each in turn')
+    coherence = await coherencePhase({ group, simulator, logLevel: settings.logLevel, redisUrl: settings.redisUrl, keyPrefix })
+  }
+
+  const scenarios = runs('scenarios') ? await scenariosPhase({ group, logLevel: settings.logLevel, redisUrl: settings.redisUrl, keyPrefix, log }) : undefined
+  const soak = runs('soak') ? await soakPhase({ group, logLevel: settings.logLevel, settings: settings.soak, log }) : undefined
+
   const { phases, upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames } = settings
   return {
     machine,
     settings: { phases: [...phases], upstreamLatencyMs, connections, rounds: roundCount, roundSeconds, logLevel, warmedUsernames, buildTypeErrors },
     ...(hitResults !== undefined && { hit: hitResults }),
     ...(shelter !== undefined && { shelter }),
+    ...(miss !== undefined && { miss }),
     ...(zipf !== undefined && { zipf }),
     ...(batch !== undefined && { batch }),
     ...(trouble !== undefined && { redisTrouble: trouble }),
     ...(scan !== undefined && { scan }),
     ...(budget !== undefined && { budget }),
-    ...(tracing !== undefined && { tracing })
+    ...(tracing !== undefined && { tracing }),
+    ...(coherence !== undefined && { coherence }),
+    ...(scenarios !== undefined && { scenarios }),
+    ...(soak !== undefined && { soak })
   }
 }
 
@@ -215,26 +241,6 @@ async function abort (reason: string, exitCode: number): Promise<void> {
 function medianLengthPath (paths: string[], bodies: string[]): string {
   const bySize = paths.map((path, index) => ({ path, size: bodies[index]?.length ?? 0 })).sort((a, b) => a.size - b.size)
   return bySize[bySize.length >> 1]?.path ?? paths[0] ?? '/profile/anyone'
-}
-
-function machineInfo (): BenchResults['machine'] {
-  return {
-    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
-    commit: git(['rev-parse', '--short', 'HEAD']) + (git(['status', '--porcelain']) === '' ? '' : ' (with uncommitted changes)'),
-    cores: cpus().length,
-    cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
-    node: process.version,
-    platform: `${platform()} ${arch()}`,
-    loadAverage: loadavg()
-  }
-}
-
-function git (args: string[]): string {
-  try {
-    return execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
-  } catch {
-    return 'unknown'
-  }
 }
 
 function log (line: string): void {

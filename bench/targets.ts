@@ -90,6 +90,19 @@ export async function startBare (
   })
 }
 
+/** The cold miss's floor (bare-proxy.ts): bare Fastify forwarding each profile to `upstream` with `authorization`. */
+export async function startBareProxy (
+  group: ProcessGroup,
+  { name = 'bare-proxy', upstream, authorization, nodeArgs = [] }: { name?: string, upstream: string, authorization: string, nodeArgs?: string[] }
+): Promise<RunningChild> {
+  return await group.start({
+    name,
+    args: [...nodeArgs, '--import', 'tsx', 'bench/bare-proxy.ts'],
+    readyPath: '/healthz',
+    env: { ...baseEnv(), PORT: '0', BARE_UPSTREAM: upstream, BARE_AUTHORIZATION: authorization }
+  })
+}
+
 /** The parent's environment without any of the service's variables nor NODE_OPTIONS: each child gets exactly what it is given. */
 function baseEnv (): Record<string, string> {
   const env: Record<string, string> = {}

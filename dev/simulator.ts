@@ -33,6 +33,16 @@ export interface SimulatorOptions {
   tokenLatencyMs?: number
   /** The clock tokens expire by (tests pass the app's); default Date.now. */
   now?: () => number
+  /**
+   * Called on each data call as it arrives; what it returns is appended to every field and post of that call's answer,
+   * so a test can tell which call (and which version of a member) a body it is served came from.
+   */
+  mark?: (call: DataCall) => string
+}
+
+export interface DataCall {
+  kind: 'profile' | 'timeline' | 'user'
+  username: string
 }
 
 export interface SimulatorStats {
@@ -59,7 +69,7 @@ export interface Simulator {
   url: string
   authUrl: string
   baseUrl: string
-  options: Required<Omit<SimulatorOptions, 'audience'>> & { audience: string }
+  options: Required<Omit<SimulatorOptions, 'audience' | 'mark'>> & { audience: string }
   stats: SimulatorStats
   /** Faults for the next data calls (each one consumed once), or `always` until cleared. */
   failNext: (fault: Fault, times?: number) => void
@@ -126,6 +136,7 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
     stats.lastTraceparent = req.headers.traceparent?.toString()
     const callKey = `${route.kind}:${route.username}`
     stats.calls.set(callKey, (stats.calls.get(callKey) ?? 0) + 1)
+    const mark = input.mark?.(route) ?? ''
 
     inFlight++
     stats.peakDataCallsInFlight = Math.max(stats.peakDataCallsInFlight, inFlight)
@@ -139,8 +150,8 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
     if (fault !== undefined) return applyFault(res, fault)
     if (route.username.startsWith('ghost')) return sendJson(res, 404, { error: 'user not found' })
 
-    if (route.kind === 'timeline') return sendJson(res, 200, { posts: timelineOf(route.username) })
-    const profile = profileOf(route.username)
+    if (route.kind === 'timeline') return sendJson(res, 200, { posts: timelineOf(route.username).map((post) => post + mark) })
+    const profile = Object.fromEntries(Object.entries(profileOf(route.username)).map(([key, value]) => [key, value + mark]))
     if (route.kind === 'profile') return sendJson(res, 200, { user: profile })
     const field = Object.keys(profile).find((key) => key.toLowerCase() === searchParams.get('query'))
     if (field === undefined) return sendJson(res, 400, { error: 'unknown query' })

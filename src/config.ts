@@ -14,6 +14,9 @@ const TRACE_SAMPLERS = [
   'always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'
 ] as const
 
+/** `host:port,host:port,...` (a host may be a bracketed IPv6 address). */
+const SENTINELS = '^(\\[[^\\]]+\\]|[^,:\\s\\[\\]]+):\\d{1,5}(,(\\[[^\\]]+\\]|[^,:\\s\\[\\]]+):\\d{1,5})*$'
+
 const Seconds = (defaultValue: number, description: string) =>
   Type.Integer({ minimum: 0, default: defaultValue, description })
 
@@ -34,16 +37,20 @@ export const ConfigSchema = Type.Object({
   TOKEN_DEFAULT_TTL_SECONDS: Type.Integer({ minimum: 1, default: 3600, description: 'token lifetime assumed when the answer has no `expires_in`' }),
   REDIS_URL: Type.Optional(Type.String({ format: 'redis-url', description: 'e.g. `redis://127.0.0.1:6379/0`; unset: an in-process cache' })),
   REDIS_CLUSTER: Type.Boolean({ default: false, description: '`true`: `REDIS_URL` names one seed node of a Redis Cluster' }),
+  REDIS_SENTINELS: Type.Optional(Type.String({ pattern: SENTINELS, description: '`host:port,host:port,...` of Redis Sentinels; with `REDIS_SENTINEL_NAME`, the primary they name is the Redis (credentials and TLS from `REDIS_URL`)' })),
+  REDIS_SENTINEL_NAME: Type.Optional(Type.String({ minLength: 1, description: 'the Sentinels\' name for the primary (`mymaster` in Redis\'s own examples)' })),
+  REDIS_SENTINEL_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'the Sentinels\' own password, when they have one; never logged' })),
   CACHE_KEY_PREFIX: Type.String({ default: 'pbff:', description: 'prefix of every Redis key' }),
+  CACHE_MEMORY_MB: Type.Integer({ minimum: 1, default: 64, description: 'the in-process store\'s bound (entries held without Redis, or while it is down), least recently used first; evictions of fresh entries are counted' }),
   PROFILE_TTL_SECONDS: Seconds(300, 'a cached profile is fresh this long'),
   TIMELINE_TTL_SECONDS: Seconds(60, 'a cached timeline is fresh this long'),
   STALE_TTL_SECONDS: Seconds(86400, 'after freshness ends, an entry may still be served while revalidating or when the upstream fails'),
   NOT_FOUND_TTL_SECONDS: Seconds(60, 'an upstream 404 is remembered this long'),
-  UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 5000, description: 'per upstream request' }),
+  UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 5000, description: 'a caller\'s whole wait for the upstream (queue, token, request and body), from its request\'s arrival' }),
   UPSTREAM_MAX_CONCURRENCY: Type.Integer({ minimum: 1, default: 32, description: 'upstream requests in flight per instance' }),
   UPSTREAM_MAX_RPS: Type.Integer({ minimum: 0, default: 0, description: 'the deployment\'s calls per second to the upstream\'s data routes, shared by every instance on one Redis (0: unlimited)' }),
   UPSTREAM_BURST: Type.Optional(Type.Integer({ minimum: 1, description: 'calls above `UPSTREAM_MAX_RPS` allowed in a burst (default: `UPSTREAM_MAX_RPS`, one second of the rate)' })),
-  UPSTREAM_EXPECTED_INSTANCES: Type.Integer({ minimum: 1, default: 1, description: 'without Redis (or while it is down) each instance enforces `UPSTREAM_MAX_RPS` / this' }),
+  UPSTREAM_EXPECTED_INSTANCES: Type.Integer({ minimum: 1, default: 1, description: 'while Redis is down (or before it was ever seen), each instance enforces `UPSTREAM_MAX_RPS` / the larger of this and the last live count it saw: the fleet\'s largest size' }),
   RATE_LIMIT_PER_MINUTE: Type.Integer({ minimum: 0, default: 600, description: 'per client address; `0` turns it off' }),
   CORS_ORIGINS: Type.String({ default: '*', description: 'comma-separated allowed origins' }),
   TRUST_PROXY: Type.Boolean({ default: false, description: 'honour `X-Forwarded-For`' }),
@@ -88,11 +95,21 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
     const name = error.path.replace(/^\//, '')
     if (!problems.has(name)) problems.set(name, describe(name, error.schema, raw))
   }
+  for (const [name, problem] of sentinelProblems(converted as Partial<Config>)) if (!problems.has(name)) problems.set(name, problem)
   if (problems.size > 0) {
     const names = Object.keys(ConfigSchema.properties).filter((name) => problems.has(name))
     throw new ConfigError(names.map((name) => problems.get(name)).join('; '))
   }
   return converted as Config
+}
+
+/** What the schema alone cannot say: Sentinels need the primary's name, and are not a Cluster. */
+function sentinelProblems (config: Partial<Config>): Array<[string, string]> {
+  if (config.REDIS_SENTINELS === undefined) return []
+  if (config.REDIS_URL === undefined) return [['REDIS_URL', 'REDIS_URL is required with REDIS_SENTINELS (its credentials, database and TLS are the primary\'s)']]
+  if (config.REDIS_SENTINEL_NAME === undefined) return [['REDIS_SENTINEL_NAME', 'REDIS_SENTINEL_NAME is required with REDIS_SENTINELS (the Sentinels\' name for the primary)']]
+  if (config.REDIS_CLUSTER === true) return [['REDIS_CLUSTER', 'REDIS_CLUSTER must be false with REDIS_SENTINELS (a Cluster fails over by itself)']]
+  return []
 }
 
 function describe (name: string, schema: TSchema, raw: Record<string, unknown>): string {
@@ -110,6 +127,7 @@ function expectation (schema: TSchema): string {
   }
   if (schema.type === 'number') return `a number from ${schema.minimum} to ${schema.maximum}`
   if (schema.type === 'boolean') return 'true or false'
+  if (schema.pattern === SENTINELS) return 'a list host:port,host:port,...'
   if (Array.isArray(schema.anyOf)) return `one of ${schema.anyOf.map((s: TSchema) => s.const).join(', ')}`
   return 'a non-empty string'
 }

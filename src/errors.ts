@@ -60,6 +60,37 @@ export const EXPECTED_FAILURES: ReadonlySet<string> = new Set([
   new UPSTREAM_BUDGET_EXHAUSTED(0)
 ].map((error) => error.code))
 
+/** Why a caller was refused at once, without waiting for the upstream: counted (pbff_refusals_total) and summed up in the log. */
+export const REFUSAL_REASONS = ['no-token', 'backoff', 'budget', 'overloaded', 'breaker'] as const
+export type RefusalReason = typeof REFUSAL_REASONS[number]
+
+interface Refusal {
+  refusalReason: RefusalReason
+}
+
+/**
+ * An error built without a stack: a refusal decided at once for a known reason (no token, a back-off, a budget spent)
+ * is answered many times a second when it happens, and a stack would be its largest cost and tell nothing.
+ */
+export function withoutStack<E extends Error> (make: () => E): E {
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  try {
+    return make()
+  } finally {
+    Error.stackTraceLimit = limit
+  }
+}
+
+/** A caller's refusal decided at once, tagged with its reason, without a stack. */
+export function refusal<E extends Error> (reason: RefusalReason, make: () => E): E & Refusal {
+  return Object.assign(withoutStack(make), { refusalReason: reason })
+}
+
+export function refusalOf (error: unknown): RefusalReason | undefined {
+  return (error as Partial<Refusal> | null)?.refusalReason
+}
+
 /** An error that tells the caller when to come back (sent as `Retry-After`). */
 export interface RetryAfter {
   retryAfterSeconds: number
@@ -69,9 +100,13 @@ export function withRetryAfter<E extends Error> (error: E, seconds: number): E &
   return Object.assign(error, { retryAfterSeconds: Math.max(1, Math.ceil(seconds)) })
 }
 
+/** What a 503 that names no moment of its own asks (CACHE_UNAVAILABLE, SHUTTING_DOWN): every 503 carries Retry-After. */
+const DEFAULT_RETRY_AFTER_SECONDS = 5
+
 export function retryAfterOf (error: unknown): number | undefined {
-  const seconds = (error as Partial<RetryAfter> | null)?.retryAfterSeconds
-  return typeof seconds === 'number' ? seconds : undefined
+  const { retryAfterSeconds: seconds, statusCode } = (error ?? {}) as Partial<RetryAfter> & { statusCode?: unknown }
+  if (typeof seconds === 'number') return seconds
+  return statusCode === 503 ? DEFAULT_RETRY_AFTER_SECONDS : undefined
 }
 
 /** An error whose answer may be cached this long (a negative entry's 404); any other error answers `no-store`. */

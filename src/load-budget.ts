@@ -2,7 +2,10 @@ import type { Config } from './config.ts'
 
 /** Every time limit of one load, derived from the configuration here and nowhere else. */
 export interface LoadBudget {
-  /** An upstream call's whole time, queue, token and request included (UPSTREAM_TIMEOUT_MS). */
+  /**
+   * UPSTREAM_TIMEOUT_MS: a caller's time for the upstream from its arrival (queue and token included), and a sent
+   * call's own limit from when it is sent (its answer is kept whoever still waits for it).
+   */
   callerMs: number
   /**
    * How long a caller waits for a load at most, from its request's arrival (what it queued for before the lookup
@@ -10,8 +13,9 @@ export interface LoadBudget {
    */
   callerWaitMs: number
   /**
-   * A load a caller starts is given up this long after that caller's arrival, a little before its wait ends: what
-   * stopped the load (a budget spent, 503 UPSTREAM_BUDGET_EXHAUSTED) is then the answer, not a timeout.
+   * A load's one deadline, this long after the arrival of the caller that started it, a little before its wait ends:
+   * its call is sent only while the time left covers what the upstream has been taking, and what kept it unsent (a
+   * budget spent, 503 UPSTREAM_BUDGET_EXHAUSTED) is then the answer, not a timeout. A sent call is not cut by it.
    */
   callerLoadMs: number
   /** One token exchange with the identity provider. */

@@ -6,10 +6,10 @@ export type Resource = typeof RESOURCES[number]
 export type CacheState = 'HIT' | 'MISS' | 'STALE' | 'BYPASS'
 
 /** Why a load asks the upstream, highest first: when the fleet's upstream budget is short, a class waits behind every class above it. */
-export const PRIORITIES = ['caller', 'awaited-revalidation', 'background', 'refresh-ahead'] as const
+export const PRIORITIES = ['caller', 'background', 'refresh-ahead'] as const
 
 /**
- * `caller`: a caller waiting with nothing to serve; `awaited-revalidation`: a revalidation a caller waits on;
- * `background`: a stale-while-revalidate refresh; `refresh-ahead`: a hot entry refreshed before it goes stale.
+ * `caller`: a caller waiting with nothing to serve; `background`: a stale-while-revalidate refresh;
+ * `refresh-ahead`: a hot entry refreshed before it goes stale.
  */
 export type Priority = typeof PRIORITIES[number]

@@ -2,17 +2,24 @@ import { randomUUID } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import { buildApp, type AppOptions } from '../src/app.ts'
 import { loadConfig, type Config } from '../src/config.ts'
+import { serviceEnv } from '../dev/service-env.ts'
 import { startSimulator, type Simulator, type SimulatorOptions } from '../dev/simulator.ts'
 import { Clock, type TestContext } from './helpers/clock.ts'
+import type { Gate } from './helpers/gate.ts'
 import { deleteKeys, REDIS_URL, untilRedisReady } from './helpers/redis.ts'
 
 // The one module tests import helpers from.
-export { Clock, eventually, settle, type TestContext } from './helpers/clock.ts'
+export { Clock, eventually, HostClock, settle, type TestContext } from './helpers/clock.ts'
+export { unitConfig } from './helpers/config.ts'
+export { gate } from './helpers/gate.ts'
 export { capturedLogger, FakeEndpoint, recordingLog, recordingTelemetry, type LogLine } from './helpers/fakes.ts'
 export { profiles, tally, usernames } from './helpers/load.ts'
 export { metric, parseMetrics, type Sample } from './helpers/prometheus.ts'
 export { busInstance, deadRedis, fakeHealth, rawRedis, REDIS_URL, testLayer, testPrefix, testRedis, untilRedisReady } from './helpers/redis.ts'
-export { available, freeClusterPort, freePort, RedisServer } from './helpers/redis-server.ts'
+export { roundTripsOf } from './helpers/round-trips.ts'
+export { available, freeClusterPort, freePort, RedisServer, redisCluster, sentinelGroup } from './helpers/redis-server.ts'
+export { quietBus, sharedTier } from './helpers/shared-tier.ts'
+export { Timers } from './helpers/timers.ts'
 
 export interface Stack {
   app: FastifyInstance
@@ -44,10 +51,7 @@ export async function simulator (t: TestContext, options: SimulatorOptions = {})
  */
 export function testConfig (t: TestContext, sim: Simulator, env: Record<string, string> = {}): Config {
   const config = loadConfig({
-    UPSTREAM_BASE_URL: sim.baseUrl,
-    AUTH_URL: sim.authUrl,
-    CLIENT_ID: sim.options.clientId,
-    CLIENT_SECRET: sim.options.clientSecret,
+    ...serviceEnv(sim),
     LOG_LEVEL: 'silent',
     CACHE_KEY_PREFIX: `pbff-test:${randomUUID()}:`,
     ...env
@@ -88,12 +92,15 @@ export interface CacheStackOptions {
   sim?: SimulatorOptions
   /** Default true: return once Redis and its pub/sub are connected. */
   waitForRedis?: boolean
+  /** The data calls go through this gate on their way to the simulator, so that the test can hold a load. */
+  gate?: Gate
 }
 
 /** An app on the shared Redis (unless `env` says otherwise) with a clock of its own, before a fresh simulator. */
-export async function cacheStack (t: TestContext, { env = {}, sim: simOptions, waitForRedis = true }: CacheStackOptions = {}): Promise<CacheStack> {
-  const sim = await simulator(t, simOptions)
-  const config = testConfig(t, sim, { REDIS_URL, ...env })
+export async function cacheStack (t: TestContext, { env = {}, sim: simOptions, waitForRedis = true, gate }: CacheStackOptions = {}): Promise<CacheStack> {
+  const sim = await simulator(t, { ...simOptions, ...(gate !== undefined && { audience: gate.url }) })
+  if (gate !== undefined) gate.target = sim.baseUrl
+  const config = testConfig(t, sim, { REDIS_URL, ...(gate !== undefined && { UPSTREAM_BASE_URL: gate.url }), ...env })
   const clock = new Clock()
   let instances = 0
   const build = async (): Promise<FastifyInstance> => {

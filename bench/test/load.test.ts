@@ -56,9 +56,10 @@ t.test('the service\'s own counts: answers of the profile route by status, profi
   t.same(sampleValues(text(1), 'pbff_cache_lookups_total').length, 3, 'a longer name is another metric')
 })
 
-t.test('phases from BENCH_PHASES: all by default, in the run\'s order, unknown ones refused', async (t) => {
-  t.same(phaseSetting('X', undefined), [...PHASES])
-  t.same(phaseSetting('X', ' '), [...PHASES])
+t.test('phases from BENCH_PHASES: all but the opt-in ones by default, in the run\'s order, unknown ones refused', async (t) => {
+  t.same(phaseSetting('X', undefined), PHASES.filter((phase) => phase !== 'soak'))
+  t.same(phaseSetting('X', ' '), PHASES.filter((phase) => phase !== 'soak'))
+  t.same(phaseSetting('X', 'soak,hit'), ['hit', 'soak'])
   t.same(phaseSetting('X', 'hit,zipf'), ['zipf', 'hit'])
   t.throws(() => phaseSetting('X', 'hit,hits'), /X: unknown phase hits/)
 })

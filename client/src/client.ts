@@ -8,7 +8,7 @@ export type ProfileUser = ProfileBody['user']
 export type TimelineBody = Body<'getTimeline'>
 export type FieldBody = Body<'getField'>
 export type BatchBody = Body<'getProfiles'>
-/** A `query` value of the field route (also a `fields` value of the batch): one of the ten fields, in any case. */
+/** A `query` value of the field route (also a `fields` value of the batch): one of the ten fields, lower case (the service takes any case). */
 export type FieldQuery = operations['getField']['parameters']['query']['query']
 export type CacheState = NonNullable<operations['getProfile']['responses'][200]['headers']['x-cache']>
 

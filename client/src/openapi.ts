@@ -561,6 +561,8 @@ export interface operations {
                         status: "ready" | "degraded" | "unavailable";
                         /** @description the shared cache (not_configured: REDIS_URL unset, in-process cache) */
                         redis: "up" | "down" | "not_configured";
+                        /** @description only with REDIS_URL: whether the other instances' events reach this one (down while Redis answers: the cache is still shared, purges elsewhere reach this instance within 2 s) */
+                        bus?: "up" | "down";
                         /** @description the upstream access token (none: not needed yet; renewing: an exchange under way; failing: no usable token, from the first failed or unanswered exchange until one is held again) */
                         token: "none" | "held" | "renewing" | "failing";
                         /** @description the upstream circuit breaker */
@@ -569,6 +571,8 @@ export interface operations {
                         tokenReason?: string;
                         /** @description only with UPSTREAM_MAX_RPS set: the upstream calls per second allowed now (halved after an upstream 429, then recovering), the fleet's, or this instance's share while Redis is away */
                         upstreamBudgetRps?: number;
+                        /** @description only with UPSTREAM_MAX_RPS set: the instances the budget is shared by, the live count while Redis is up; while it is away, the larger of the last one seen and UPSTREAM_EXPECTED_INSTANCES */
+                        fleetInstances?: number;
                     };
                 };
             };
@@ -662,8 +666,8 @@ export interface operations {
                 headers: {
                     /** @description `no-store`: the answer describes this moment */
                     "cache-control"?: "no-store";
-                    /** @description seconds to wait before asking again */
-                    "retry-after"?: number;
+                    /** @description seconds to wait before asking again (on every 503) */
+                    "retry-after": number;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -691,6 +695,8 @@ export interface operations {
                         status?: "ready" | "degraded" | "unavailable";
                         /** @description the shared cache (not_configured: REDIS_URL unset, in-process cache) */
                         redis?: "up" | "down" | "not_configured";
+                        /** @description only with REDIS_URL: whether the other instances' events reach this one (down while Redis answers: the cache is still shared, purges elsewhere reach this instance within 2 s) */
+                        bus?: "up" | "down";
                         /** @description the upstream access token (none: not needed yet; renewing: an exchange under way; failing: no usable token, from the first failed or unanswered exchange until one is held again) */
                         token?: "none" | "held" | "renewing" | "failing";
                         /** @description the upstream circuit breaker */
@@ -699,6 +705,8 @@ export interface operations {
                         tokenReason?: string;
                         /** @description only with UPSTREAM_MAX_RPS set: the upstream calls per second allowed now (halved after an upstream 429, then recovering), the fleet's, or this instance's share while Redis is away */
                         upstreamBudgetRps?: number;
+                        /** @description only with UPSTREAM_MAX_RPS set: the instances the budget is shared by, the live count while Redis is up; while it is away, the larger of the last one seen and UPSTREAM_EXPECTED_INSTANCES */
+                        fleetInstances?: number;
                     };
                 };
             };
@@ -916,8 +924,8 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description seconds to wait before asking again */
-                    "retry-after"?: number;
+                    /** @description seconds to wait before asking again (on every 503) */
+                    "retry-after": number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1010,8 +1018,8 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description seconds to wait before asking again */
-                    "retry-after"?: number;
+                    /** @description seconds to wait before asking again (on every 503) */
+                    "retry-after": number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1257,8 +1265,8 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description seconds to wait before asking again */
-                    "retry-after"?: number;
+                    /** @description seconds to wait before asking again (on every 503) */
+                    "retry-after": number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1351,8 +1359,8 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description seconds to wait before asking again */
-                    "retry-after"?: number;
+                    /** @description seconds to wait before asking again (on every 503) */
+                    "retry-after": number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1409,8 +1417,8 @@ export interface operations {
     getField: {
         parameters: {
             query: {
-                /** @description the field to return, matched case-insensitively: one of `name`, `age`, `gender`, `location`, `credits`, `rank`, `videos`, `photos`, `joined`, `about` */
-                query: string;
+                /** @description the field to return, matched case-insensitively (`credits`, `Credits` and `CREDITS` are all accepted) */
+                query: "name" | "age" | "gender" | "location" | "credits" | "rank" | "videos" | "photos" | "joined" | "about";
             };
             header?: {
                 /** @description the ETag of the version you hold: answered 304 while it is current */
@@ -1610,8 +1618,8 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description seconds to wait before asking again */
-                    "retry-after"?: number;
+                    /** @description seconds to wait before asking again (on every 503) */
+                    "retry-after": number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1704,8 +1712,8 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description seconds to wait before asking again */
-                    "retry-after"?: number;
+                    /** @description seconds to wait before asking again (on every 503) */
+                    "retry-after": number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1771,13 +1779,13 @@ export interface operations {
                  */
                 username?: string[];
                 /**
-                 * @description keep only these keys in each `user`: `query` values of `/user/:username`, case-insensitive, repeated (`fields=name&fields=age`) or comma-separated (`fields=name,age`)
+                 * @description keep only these keys in each `user`: `query` values of `/user/:username`, matched case-insensitively (`credits`, `Credits` and `CREDITS` are all accepted); comma-separated (`fields=name,age`) or repeated (`fields=name&fields=age`)
                  * @example [
                  *       "name",
-                 *       "Credits"
+                 *       "credits"
                  *     ]
                  */
-                fields?: string[];
+                fields?: ("name" | "age" | "gender" | "location" | "credits" | "rank" | "videos" | "photos" | "joined" | "about")[];
             };
             header?: {
                 /** @description the ETag of a batch answer you hold */
@@ -1978,8 +1986,8 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description seconds to wait before asking again */
-                    "retry-after"?: number;
+                    /** @description seconds to wait before asking again (on every 503) */
+                    "retry-after": number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -2047,8 +2055,8 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description seconds to wait before asking again */
-                    "retry-after"?: number;
+                    /** @description seconds to wait before asking again (on every 503) */
+                    "retry-after": number;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */

@@ -39,17 +39,18 @@ export function createEntry (
   return { status, body, etag, storedAt: now, freshUntil: now + fresh, staleUntil: now + fresh + staleMs }
 }
 
+/** A purged entry is fresh until it was stored: stale on every instance's clock, however far their estimates of Redis's drift. */
 export function isFresh (entry: CacheEntry, now: number): boolean {
-  return now < entry.freshUntil
+  return now < entry.freshUntil && entry.storedAt < entry.freshUntil
 }
 
 export function isServable (entry: CacheEntry, now: number): boolean {
   return now < entry.staleUntil
 }
 
-/** A purged entry: stale from `now` on, still servable for the rest of its stale window. */
-export function markedStale (entry: CacheEntry, now: number): CacheEntry {
-  return entry.freshUntil <= now ? entry : { ...entry, freshUntil: now }
+/** A purged entry: fresh until it was stored, still servable for the rest of its stale window. */
+export function markedStale (entry: CacheEntry): CacheEntry {
+  return entry.freshUntil <= entry.storedAt ? entry : { ...entry, freshUntil: entry.storedAt }
 }
 
 /** Whether two entries are the same fill (a purge changes `freshUntil`, not the version). */

@@ -2,7 +2,7 @@ import { isCancellation, isDeadline, withDeadline } from '../cancellation.ts'
 import { UPSTREAM_TIMEOUT } from '../errors.ts'
 import type { Arrival, LoadBudget } from '../load-budget.ts'
 import type { CacheState, Priority, Resource } from '../resources.ts'
-import type { RedisBus } from '../redis/bus.ts'
+import type { RedisHealth } from '../redis/health.ts'
 import type { Claim } from '../redis/owner-lock.ts'
 import type { Telemetry } from '../telemetry/telemetry.ts'
 import { inSpan, linkTo } from '../telemetry/tracing.ts'
@@ -10,10 +10,10 @@ import { isFresh, isServable, type CacheEntry } from './cache-entry.ts'
 import type { CacheDriver, Tier } from './driver.ts'
 import { Flights, type FlightCause, type StartLoad } from './flights.ts'
 import { Loader } from './loader.ts'
-import { MemoryDriver } from './memory-driver.ts'
-import { NearCopies, type NearCopiesOptions } from './near-copies.ts'
-import { RefreshAhead, type RefreshAheadOptions } from './refresh-ahead.ts'
-import { SharedTier } from './shared-tier.ts'
+import { MemoryDriver, type MemoryDriverOptions } from './memory-driver.ts'
+import { NearCopies } from './near-copies.ts'
+import { RefreshAhead } from './refresh-ahead.ts'
+import { SharedTier, type TierBus } from './shared-tier.ts'
 
 export interface Served {
   entry: CacheEntry
@@ -23,10 +23,14 @@ export interface Served {
 }
 
 /**
- * Loads an entry; `signal` aborts when nobody waits for it any more, `priority` says who waits (for the fleet's upstream
- * budget), `deadlineAt` (the app's clock) is when the caller that started it gives up, if one did.
+ * Loads an entry; `signal` aborts when nobody waits for it any more (a call already sent goes on, and its answer is
+ * stored), `priority` says who waits (for the fleet's upstream budget), `deadlineAt` (the app's clock) is the load's one
+ * deadline: when the caller that started it gives up, or, for a background load, `callerMs` after it started.
  */
-export type Load = (signal: AbortSignal, priority: Priority, deadlineAt?: number) => Promise<CacheEntry>
+export type Load = ((signal: AbortSignal, priority: Priority, deadlineAt: number) => Promise<CacheEntry>) & {
+  /** A refusal known before the load would start (see Loader.load); undefined: it may load. */
+  refusesNow?: (priority: Priority, deadlineAt: number) => Error | undefined
+}
 
 /** A load's priority, from why it started: a caller with nothing to serve waits on a miss or a bypass, nobody on a revalidation. */
 const PRIORITY_OF: Record<FlightCause, Priority> = { miss: 'caller', bypass: 'caller', revalidation: 'background', 'refresh-ahead': 'refresh-ahead' }
@@ -36,18 +40,18 @@ export type CacheFailure = 'revalidate' | 'store'
 
 export interface CacheStackOptions {
   /** Bounds of this process's store: the whole cache without Redis, and this instance's own while Redis is away. */
-  memory?: { maxEntries?: number, maxBytes?: number }
+  memory?: Omit<MemoryDriverOptions, 'purgeMemoryMs' | 'now'>
   /** Redis, the bus the instances tell each other on, and the lock that elects one loader per key; absent: in-process only. */
   shared?: {
     driver: CacheDriver
-    bus: Pick<RedisBus, 'ready' | 'listen' | 'publish'>
+    redis: Pick<RedisHealth, 'up' | 'listen'>
+    bus: TierBus
     claim: (key: string) => Promise<Claim | undefined>
-    copies?: Omit<NearCopiesOptions, 'now'>
   }
   budget: Pick<LoadBudget, 'purgeMemoryMs' | 'maxClaims' | 'callerWaitMs' | 'callerLoadMs' | 'callerMs'>
-  /** When a hot entry is refreshed before it goes stale (see RefreshAhead). */
-  refreshAhead?: RefreshAheadOptions
   now: () => number
+  /** How long an entry of this kind is configured fresh, before jitter: refresh-ahead waits for nine tenths of it. */
+  freshMs: (resource: Resource, status: CacheEntry['status']) => number
   telemetry: Pick<Telemetry, 'cacheResult' | 'coalescedWaiter'>
   /** Failures without a caller to tell: a revalidation in the background, a store that is away. */
   onError: (error: unknown, key: string, failure: CacheFailure) => void
@@ -60,26 +64,29 @@ export interface CacheStackOptions {
  * from Redis (HIT), a stale one served while it is refreshed in the background, once (STALE), or a load
  * shared by every caller of the key in this process and, through the lock, every instance (MISS). When
  * the store cannot be read the answer comes straight from the load (BYPASS), still shared here. A caller
- * whose signal aborts stops waiting at once; a load its callers have all left is cancelled and stores nothing.
+ * whose signal aborts stops waiting at once; a load its callers have all left is dropped if its call is not sent yet
+ * (and stores nothing), else runs on and stores its answer.
  */
 export class CacheStack {
   readonly #tier: Tier
   readonly #loader: Loader
   readonly #flights = new Flights()
-  readonly #refreshAhead: RefreshAhead
+  readonly #refreshAhead = new RefreshAhead()
+  readonly #freshMs: CacheStackOptions['freshMs']
   readonly #budget: CacheStackOptions['budget']
   readonly #now: () => number
   readonly #telemetry: CacheStackOptions['telemetry']
   readonly #onError: CacheStackOptions['onError']
 
-  constructor ({ memory, shared, budget, refreshAhead, now, telemetry, onError }: CacheStackOptions) {
+  constructor ({ memory, shared, budget, now, freshMs, telemetry, onError }: CacheStackOptions) {
     const local = new MemoryDriver({ ...memory, purgeMemoryMs: budget.purgeMemoryMs, now })
     this.#tier = shared === undefined
       ? local
       : new SharedTier({
         driver: shared.driver,
+        redis: shared.redis,
         bus: shared.bus,
-        copies: new NearCopies({ ...shared.copies, now }),
+        copies: new NearCopies({ now }),
         alone: local,
         onError: (error, key) => { onError(error, key, 'store') }
       })
@@ -89,7 +96,7 @@ export class CacheStack {
       now,
       onStoreError: (error, key) => { onError(error, key, 'store') }
     })
-    this.#refreshAhead = new RefreshAhead(refreshAhead)
+    this.#freshMs = freshMs
     this.#budget = budget
     this.#now = now
     this.#telemetry = telemetry
@@ -111,6 +118,11 @@ export class CacheStack {
   /** Purge: the entries become stale everywhere, so the next read serves them and revalidates once. */
   async markStale (keys: readonly string[]): Promise<number> {
     return await this.#tier.markStale(keys, this.#now())
+  }
+
+  /** Once the loads under way have settled (a sent call's answer stored for the next caller), or after `waitMs`: for a shutdown. */
+  async settled (waitMs: number): Promise<void> {
+    await this.#flights.settled(waitMs)
   }
 
   close (): void {
@@ -140,16 +152,17 @@ export class CacheStack {
 
   /** A fresh entry served; a hot one about to go stale is refreshed meanwhile. */
   #hit (key: string, resource: Resource, entry: CacheEntry, load: Load, now: number): Served {
-    if (this.#refreshAhead.due(entry, now)) this.#inBackground(key, resource, entry, load, 'refresh-ahead')
+    if (this.#refreshAhead.due(entry, this.#freshMs(resource, entry.status), now)) this.#inBackground(key, resource, entry, load, 'refresh-ahead')
     return { entry, state: 'HIT', at: now }
   }
 
   /** A load of `seen`'s key nobody waits for, unless one is under way. */
   #inBackground (key: string, resource: Resource, seen: CacheEntry, load: Load, cause: 'revalidation' | 'refresh-ahead'): void {
     const start: StartLoad = async (loadSignal) => await inSpan('cache.load', { 'pbff.resource': resource, 'pbff.load.cause': cause }, async () =>
-      await this.#load(key, resource, seen, load, loadSignal, cause))
+      await this.#load(key, resource, seen, load, loadSignal, cause, this.#now() + this.#budget.callerMs))
     this.#flights.inBackground(key, start, cause, (error) => {
-      this.#onError(error, key, 'revalidate')
+      // Cancelled: a caller with nothing to serve took it over before its call was sent (Flights.join).
+      if (!isCancellation(error)) this.#onError(error, key, 'revalidate')
     })
   }
 
@@ -158,29 +171,28 @@ export class CacheStack {
     key: string, resource: Resource, load: Load, signal: AbortSignal | undefined, cause: 'miss' | 'bypass', arrival: Arrival | undefined
   ): Promise<Served> {
     const waitedMs = arrival?.elapsedTime ?? 0
-    // However long the load takes (another instance's, say), its caller waits no longer than its own time, from its
-    // arrival; a load it starts ends a little earlier, so that what stopped it (the budget spent: 503) is the answer.
+    // The load's one deadline, from the caller's arrival, a little before its wait ends: what keeps it unsent (the
+    // budget spent: 503) is then the answer; once sent, its call runs to its answer, stored for the next caller (deadline.ts).
+    const deadlineAt = this.#now() - waitedMs + this.#budget.callerLoadMs
+    // A refusal known now (no token, a back-off, the budget spent) with no load to join: answered before any wait or flight.
+    const refused = this.#flights.cause(key) === undefined ? load.refusesNow?.(PRIORITY_OF[cause], deadlineAt) : undefined
+    if (refused !== undefined) throw refused
+    // However long the load takes (another instance's, say), its caller waits no longer than its own time, from its arrival.
     const wait = withDeadline(signal, this.#budget.callerWaitMs - waitedMs)
-    const loadMs = this.#budget.callerLoadMs - waitedMs
-    // A refresh under way in the background may be dropped for want of budget: that is no answer to a caller.
+    // A refresh under way in the background, taken over by this caller (Flights.join), may have been dropped for want
+    // of budget just before: that is no answer to a caller.
     const joinsBackground = this.#flights.cause(key) === 'revalidation' || this.#flights.cause(key) === 'refresh-ahead'
     const entry = await inSpan('cache.load', { 'pbff.resource': resource, 'pbff.load.cause': cause, 'pbff.coalescer': 'owner' }, async (span) => {
       try {
-        const start: StartLoad = async (loadSignal) => {
-          const bounded = withDeadline(loadSignal, loadMs)
-          try {
-            return await this.#load(key, resource, undefined, load, bounded.signal, cause, this.#now() + loadMs)
-          } finally {
-            bounded.clear()
-          }
-        }
+        const start: StartLoad = async (loadSignal) => await this.#load(key, resource, undefined, load, loadSignal, cause, deadlineAt)
         return await this.#flights.join(key, start, cause, wait.signal, (startedIn) => {
           span.setAttribute('pbff.coalescer', 'waiter')
           linkTo(span, startedIn)
           this.#telemetry.coalescedWaiter(resource)
         })
       } catch (error) {
-        if (isDeadline(error)) throw new UPSTREAM_TIMEOUT(this.#budget.callerMs)
+        // Out of time with no call sent for it (the budget holding it, say): that refusal, not a 504.
+        if (isDeadline(error)) throw load.refusesNow?.(PRIORITY_OF[cause], deadlineAt) ?? new UPSTREAM_TIMEOUT(this.#budget.callerMs)
         if (!joinsBackground || isCancellation(error)) throw error
         // Its own load, at the caller's class, within what is left of its time.
         return (await this.#loaded(key, resource, load, signal, cause, arrival)).entry
@@ -192,10 +204,11 @@ export class CacheStack {
   }
 
   async #load (
-    key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal, cause: FlightCause, deadlineAt?: number
+    key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal, cause: FlightCause, deadlineAt: number
   ): Promise<CacheEntry> {
     const start: StartLoad = async (loadSignal) => await load(loadSignal, PRIORITY_OF[cause], deadlineAt)
-    return await this.#loader.load(key, seen, start, signal, () => { this.#telemetry.coalescedWaiter(resource) })
+    const refusesNow = (): Error | undefined => load.refusesNow?.(PRIORITY_OF[cause], deadlineAt)
+    return await this.#loader.load(key, seen, start, signal, () => { this.#telemetry.coalescedWaiter(resource) }, refusesNow)
   }
 
   #reported (resource: Resource, served: Served): Served {

@@ -1,4 +1,5 @@
-import { nobodyWaits, untilAborted } from '../cancellation.ts'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { isCancellation, nobodyWaits, untilAborted } from '../cancellation.ts'
 import { currentTraceparent } from '../telemetry/tracing.ts'
 import type { CacheEntry } from './cache-entry.ts'
 
@@ -12,13 +13,17 @@ export type FlightCause = 'miss' | 'bypass' | 'revalidation' | 'refresh-ahead'
 /** Loads nobody waits for: they run to their end. */
 type BackgroundCause = Extract<FlightCause, 'revalidation' | 'refresh-ahead'>
 
+function isBackground (cause: FlightCause): cause is BackgroundCause {
+  return cause === 'revalidation' || cause === 'refresh-ahead'
+}
+
 /** Starts the load; `signal` aborts once nobody waits for it any more. */
 export type StartLoad = (signal: AbortSignal) => Promise<CacheEntry>
 
 /** One load of a key in this process, shared by its callers. */
 interface Flight {
   promise: Promise<CacheEntry>
-  /** Aborts the load once its last caller has left. */
+  /** Aborts once its last caller has left: the load drops its call if not yet sent, else runs on. */
   controller: AbortController
   /** Callers waiting for it, less those that left. */
   waiters: number
@@ -29,7 +34,8 @@ interface Flight {
 
 /**
  * One load per key at a time in this process. Callers join the load under way; each waits until it
- * settles or its own signal aborts, and the last caller to leave cancels it (a revalidation runs to its end).
+ * settles or its own signal aborts, and the last caller to leave tells it nobody waits (a revalidation
+ * runs to its end regardless). A load whose call is sent runs on and is joined by later callers.
  */
 export class Flights {
   readonly #inFlight = new Map<string, Flight>()
@@ -46,15 +52,34 @@ export class Flights {
     signal?.throwIfAborted()
     let flight = this.#inFlight.get(key)
     if (flight === undefined) flight = this.#start(key, start, cause)
-    else joined(flight.startedIn)
+    else {
+      // A caller does not wait behind a load queued at the background's class: unsent, it is dropped and this caller's
+      // load starts in its place (below); sent, its answer serves.
+      if (isBackground(flight.cause) && !isBackground(cause)) flight.controller.abort(nobodyWaits('a caller took this load over'))
+      joined(flight.startedIn)
+    }
     flight.waiters++
-    if (signal === undefined) return await flight.promise
     try {
-      return await untilAborted(flight.promise, signal)
+      return signal === undefined ? await flight.promise : await untilAborted(flight.promise, signal)
     } catch (error) {
-      if (signal.aborted) this.#leave(key, flight)
+      if (signal?.aborted === true) this.#leave(flight)
+      else if (flight.controller.signal.aborted && isCancellation(error)) {
+        // Joined after its callers had all left, and dropped unsent for that: this caller loads anew.
+        this.#forget(key, flight)
+        return await this.join(key, start, cause, signal, () => {})
+      }
       throw error
     }
+  }
+
+  /** Resolves once every load under way has settled, or after `waitMs`. */
+  async settled (waitMs: number): Promise<void> {
+    const loads = [...this.#inFlight.values()].map(async ({ promise }) => await promise.then(() => {}, () => {}))
+    // None under way: no timer to set and abort (an abort's error costs its stack trace).
+    if (loads.length === 0) return
+    const giveUp = new AbortController()
+    await Promise.race([Promise.all(loads), sleep(waitMs, undefined, { signal: giveUp.signal, ref: false }).catch(() => {})])
+    giveUp.abort()
   }
 
   /** A load nobody waits for, unless one of the key is under way; its failure goes to `onError`. */
@@ -73,10 +98,9 @@ export class Flights {
     return flight
   }
 
-  /** Later callers start their own load rather than join a cancelled one. */
-  #leave (key: string, flight: Flight): void {
-    if (--flight.waiters > 0 || flight.cause === 'revalidation' || flight.cause === 'refresh-ahead') return
-    this.#forget(key, flight)
+  /** Kept for later callers: a load whose call was sent answers them; one dropped unsent sends them to load anew (join). */
+  #leave (flight: Flight): void {
+    if (--flight.waiters > 0 || isBackground(flight.cause)) return
     flight.controller.abort(nobodyWaits('every caller of this load went away'))
   }
 

@@ -1,5 +1,5 @@
 import { untilAborted } from '../cancellation.ts'
-import type { Claim } from '../redis/owner-lock.ts'
+import type { Claim, HeldLock } from '../redis/owner-lock.ts'
 import { currentSpan, linkTo } from '../telemetry/tracing.ts'
 import { isFresh, isServable, sameVersion, type CacheEntry } from './cache-entry.ts'
 import type { PurgeMark, Tier } from './driver.ts'
@@ -12,8 +12,15 @@ interface OwnerLocks {
   maxClaims: number
 }
 
+/** One claim of a key's load: the claim, another instance's fill found meanwhile, and the purge mark the load stores against. */
+interface Attempt {
+  claiming: Promise<Claim | undefined>
+  looking: Promise<CacheEntry | undefined>
+  marking: Promise<PurgeMark | undefined>
+}
+
 export interface LoaderOptions {
-  tier: Pick<Tier, 'latest' | 'purgeMark' | 'set'>
+  tier: Pick<Tier, 'latest' | 'purgeMark' | 'set' | 'takeClaim'>
   locks: OwnerLocks | undefined
   now: () => number
   /** A store that is away costs the cache, never the caller. */
@@ -36,17 +43,18 @@ export class Loader {
    * fresh entry, or another version, in the store means another instance has loaded it meanwhile. A waiter woken with nothing new claims again
    * rather than loading at once: what woke it may be the late release of an earlier lock while another
    * instance's load is still running. After `maxClaims` waits it loads on its own. `waited` hears of a
-   * load that waits for another instance's.
+   * load that waits for another instance's. `refusesNow` tells a refusal known before any call (no token while the
+   * upstream's identity provider fails, a back-off, a budget spent): that load fails at once, with no lock and no more reads.
    */
-  async load (key: string, seen: CacheEntry | undefined, start: StartLoad, signal: AbortSignal, waited: () => void): Promise<CacheEntry> {
+  async load (
+    key: string, seen: CacheEntry | undefined, start: StartLoad, signal: AbortSignal, waited: () => void, refusesNow?: () => Error | undefined
+  ): Promise<CacheEntry> {
+    const refused = refusesNow?.()
+    if (refused !== undefined) throw refused
     const { locks } = this.#options
     if (locks === undefined) return await this.#loadAndStore(key, start, signal, this.#purgeMark(key))
     for (let attempt = 1; ; attempt++) {
-      // The look for another instance's fill and the purge mark go out right behind the claim, on its
-      // connection, so Redis runs them after it: one round trip where three waited on each other.
-      const claiming = locks.claim(key)
-      const looking = this.#loadedElsewhere(key, seen)
-      const marking = this.#purgeMark(key)
+      const { claiming, looking, marking } = (attempt === 1 ? this.#claimedByRead(key) : undefined) ?? this.#claimNow(locks, key, seen)
       const claim = await claiming
       // The span of the load this runs for says which instance loaded it, and links a waiter to the load that answered it.
       const span = currentSpan()
@@ -55,7 +63,7 @@ export class Loader {
       if (claim.owner) {
         try {
           // The previous owner may have finished between our read and our lock.
-          return await looking ?? await this.#loadAndStore(key, start, signal, marking)
+          return await looking ?? await this.#loadAndStore(key, start, signal, marking, claim.lock)
         } finally {
           // Also when cancelled, so the other instances' waiters move on; the release reports its own failures.
           claim.release().catch(() => {})
@@ -70,6 +78,21 @@ export class Loader {
       }
       if (attempt >= locks.maxClaims) return await this.#loadAndStore(key, start, signal, this.#purgeMark(key))
     }
+  }
+
+  /** The claim, purge mark and look for another instance's fill that a cold miss's read made, in one script: nothing to look for since. */
+  #claimedByRead (key: string): Attempt | undefined {
+    const claimed = this.#options.tier.takeClaim?.(key)
+    if (claimed === undefined) return undefined
+    return { claiming: Promise.resolve(claimed.claim), looking: Promise.resolve(undefined), marking: Promise.resolve(claimed.mark) }
+  }
+
+  /**
+   * The look for another instance's fill and the purge mark go out right behind the claim, on its
+   * connection, so Redis runs them after it: one round trip where three waited on each other.
+   */
+  #claimNow (locks: OwnerLocks, key: string, seen: CacheEntry | undefined): Attempt {
+    return { claiming: locks.claim(key), looking: this.#loadedElsewhere(key, seen), marking: this.#purgeMark(key) }
   }
 
   async #loadedElsewhere (key: string, seen: CacheEntry | undefined): Promise<CacheEntry | undefined> {
@@ -93,12 +116,13 @@ export class Loader {
     return await this.#options.tier.purgeMark(key).catch((error: unknown) => { this.#options.onStoreError(error, key); return undefined })
   }
 
-  async #loadAndStore (key: string, start: StartLoad, signal: AbortSignal, marking: Promise<PurgeMark | undefined>): Promise<CacheEntry> {
+  /** `lock`, held for this load, is released by the store's own write where it can (one round trip after the call). */
+  async #loadAndStore (key: string, start: StartLoad, signal: AbortSignal, marking: Promise<PurgeMark | undefined>, lock?: HeldLock): Promise<CacheEntry> {
     const mark = await marking
     // Its callers may have gone during that read.
     signal.throwIfAborted()
     const entry = await start(signal)
-    await this.#options.tier.set(key, entry, mark).catch((error: unknown) => this.#options.onStoreError(error, key))
+    await this.#options.tier.set(key, entry, mark, lock).catch((error: unknown) => this.#options.onStoreError(error, key))
     return entry
   }
 }

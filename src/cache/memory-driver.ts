@@ -1,16 +1,23 @@
 import { randomUUID } from 'node:crypto'
-import { entrySize, markedStale, type CacheEntry } from './cache-entry.ts'
+import { isFresh, markedStale, type CacheEntry } from './cache-entry.ts'
 import type { LRUCache } from 'lru-cache'
+import type { StoreTelemetry } from '../telemetry/telemetry.ts'
 import { boundedLru, setUntil } from './bounded-lru.ts'
 import type { PurgeMark, Tier } from './driver.ts'
+import { entryBytes } from './entry-bytes.ts'
 
-export const DEFAULT_MAX_ENTRIES = 10_000
-/** Counted as string lengths plus a little per entry: an approximation of the heap it takes. */
-export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+/** CACHE_MEMORY_MB's default, in bytes: the heap the entries take, counted by `entryBytes`. */
+const DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+/** Purge marks are small and remembered for `purgeMemoryMs` only: a count bounds them. */
+const MAX_PURGE_MARKS = 10_000
 
 export interface MemoryDriverOptions {
-  maxEntries?: number
+  /** The bound of the entries' heap (see entry-bytes.ts); there is no count cap besides. */
   maxBytes?: number
+  /** What the encodings of a body will hold (0: none made); default none. */
+  encodedBytes?: (body: string) => number
+  /** Told what the store holds (read when the metrics are rendered), and of each still-fresh entry its bound pushed out. */
+  telemetry?: StoreTelemetry
   /** How long a purge is remembered for the loads that started before it (see load-budget.ts). */
   purgeMemoryMs: number
   now: () => number
@@ -26,10 +33,16 @@ export class MemoryDriver implements Tier {
   readonly #purged: LRUCache<string, PurgeMark>
   readonly #purgeMemoryMs: number
 
-  constructor ({ maxEntries = DEFAULT_MAX_ENTRIES, maxBytes = DEFAULT_MAX_BYTES, purgeMemoryMs, now }: MemoryDriverOptions) {
-    this.#entries = boundedLru({ maxEntries, maxBytes, sizeOf: entrySize, now })
-    this.#purged = boundedLru({ maxEntries, now })
+  constructor ({ maxBytes = DEFAULT_MAX_BYTES, encodedBytes = () => 0, telemetry, purgeMemoryMs, now }: MemoryDriverOptions) {
+    this.#entries = boundedLru({
+      maxBytes,
+      sizeOf: (entry, key) => entryBytes(key, entry, encodedBytes),
+      ...(telemetry !== undefined && { onEvict: (entry: CacheEntry) => { if (isFresh(entry, now())) telemetry.freshEviction() } }),
+      now
+    })
+    this.#purged = boundedLru({ maxEntries: MAX_PURGE_MARKS, now })
     this.#purgeMemoryMs = purgeMemoryMs
+    telemetry?.memoryStore(() => ({ entries: this.size, bytes: this.bytes, maxBytes }))
   }
 
   get size (): number {
@@ -60,7 +73,7 @@ export class MemoryDriver implements Tier {
     const current = this.#entries.peek(key)
     if (current !== undefined && current.storedAt > entry.storedAt) return undefined
     const purged = this.#purged.get(key)
-    const stored = purged !== undefined && purged !== mark ? markedStale(entry, entry.storedAt) : entry
+    const stored = purged !== undefined && purged !== mark ? markedStale(entry) : entry
     setUntil(this.#entries, key, stored, stored.staleUntil)
     return stored
   }
@@ -72,7 +85,7 @@ export class MemoryDriver implements Tier {
       setUntil(this.#purged, key, mark, now + this.#purgeMemoryMs)
       const entry = this.#entries.get(key)
       if (entry === undefined) continue
-      setUntil(this.#entries, key, markedStale(entry, now), entry.staleUntil)
+      setUntil(this.#entries, key, markedStale(entry), entry.staleUntil)
       found++
     }
     return found

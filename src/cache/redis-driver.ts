@@ -1,44 +1,38 @@
 import { randomUUID } from 'node:crypto'
+import type { RedisBus } from '../redis/bus.ts'
 import type { RedisClock } from '../redis/clock.ts'
+import type { RedisClient } from '../redis/client.ts'
 import type { RedisCommands } from '../redis/commands.ts'
 import type { RedisHealth } from '../redis/health.ts'
+import type { HeldLock, OwnerLock } from '../redis/owner-lock.ts'
 import type { CacheEntry } from './cache-entry.ts'
+import { CACHE_UNAVAILABLE } from '../errors.ts'
 import { purgeMarkKey } from './keys.ts'
-import type { CacheDriver, PurgeMark } from './driver.ts'
+import type { CacheDriver, ClaimedLoad, PurgeMark } from './driver.ts'
+import { READ_OR_CLAIM, SET_IF_NEWER } from './redis-scripts.ts'
 
 export interface RedisDriverOptions {
-  redis: Pick<RedisCommands, 'eval' | 'hgetall' | 'get'>
+  redis: Pick<RedisCommands, 'eval' | 'hgetall' | 'get'> & Pick<RedisClient, 'pipeline'>
   health: Pick<RedisHealth, 'run'>
   /** Converts this instance's times to Redis's clock and back. */
   clock: Pick<RedisClock, 'toRedis' | 'toLocal' | 'localNow'>
   /** How long a purge is remembered for the loads that started before it: longer than a load may last. */
   purgeMemoryMs: number
+  /**
+   * With both, a read that finds nothing servable claims the key's load (`getOrClaim`), and a fill is published and
+   * its lock released by the write's own script: a cold miss waits for one round trip before its call and one after.
+   */
+  lock?: Pick<OwnerLock, 'claimBy'>
+  bus?: Pick<RedisBus, 'channel' | 'message'>
 }
-
-/**
- * Stores a fill unless a newer one is there already (instances may finish loads out of order), as
- * stale if the purge mark (KEYS[2]) is no longer the one the load read when it started (a purge came
- * since: Redis orders the two, no clock does), and lets Redis expire it when it can no longer be served.
- * Stored stale is "fresh until it was stored": stale for every instance, whatever its clock. KEYS[1]:
- * the entry; ARGV: status, body, etag, storedAt, the load's purge mark ('' for none), freshUntil,
- * staleUntil (Redis's clock), ttl in ms. Answers the stored freshUntil, or false when not stored.
- */
-const SET_IF_NEWER = `
-local previous = redis.call('HGET', KEYS[1], 't')
-if previous and tonumber(previous) > tonumber(ARGV[4]) then return false end
-local freshUntil = ARGV[6]
-local purged = redis.call('GET', KEYS[2])
-if purged and purged ~= ARGV[5] then freshUntil = ARGV[4] end
-redis.call('HSET', KEYS[1], 's', ARGV[1], 'b', ARGV[2], 'e', ARGV[3], 't', ARGV[4], 'f', freshUntil, 'u', ARGV[7])
-redis.call('PEXPIRE', KEYS[1], ARGV[8])
-return freshUntil`
 
 /**
  * Purge: the entries become stale (fresh until they were stored), and each purge mark is replaced by
  * ARGV[1], a random id, for ARGV[2] ms (longer than a load may last), so that a load that read the
  * previous mark stores its result as stale. Not a count: one that expired would start again at a value
- * a load under way may have read. KEYS: entry, purge mark, entry, purge mark... Answers how many
- * entries exist.
+ * a load under way may have read. KEYS: entry, purge mark, entry, purge mark... With ARGV[3] (a channel),
+ * ARGV[4...] are published there, one per entry (in the same round trip: the other instances hear of it sooner).
+ * Answers how many entries exist, and how many replicas are online (their purge is waited for: see markStale).
  */
 const MARK_STALE = `
 local found = 0
@@ -49,8 +43,13 @@ for i = 1, #KEYS, 2 do
     found = found + 1
   end
   redis.call('SET', KEYS[i + 1], ARGV[1], 'PX', ARGV[2])
+  if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[3 + (i + 1) / 2]) end
 end
-return found`
+local _, replicas = string.gsub(redis.call('INFO', 'replication'), 'state=online', '')
+return {found, replicas}`
+
+/** How long a purge waits for a replica's acknowledgement: well within RedisHealth's 500 ms bound on a command. */
+const REPLICA_WAIT_MS = 250
 
 /**
  * Entries as Redis hashes (one HGETALL per read, the body stored as the bytes we send), their times on
@@ -59,9 +58,14 @@ return found`
  */
 export class RedisDriver implements CacheDriver {
   readonly #options: RedisDriverOptions
+  readonly announcesFills: boolean
+  readonly getOrClaim?: (key: string) => Promise<{ entry: CacheEntry | undefined, claimed?: ClaimedLoad }>
 
   constructor (options: RedisDriverOptions) {
     this.#options = options
+    this.announcesFills = options.bus !== undefined
+    const { lock } = options
+    if (lock !== undefined && this.announcesFills) this.getOrClaim = async (key) => await this.#getOrClaim(key, lock)
   }
 
   async get (key: string): Promise<CacheEntry | undefined> {
@@ -69,30 +73,79 @@ export class RedisDriver implements CacheDriver {
     return decode(await health.run(async () => await redis.hgetall(key)), clock)
   }
 
+  /** One script: the entry; when nothing servable is there, the purge mark and the load's lock too. */
+  async #getOrClaim (key: string, lock: Pick<OwnerLock, 'claimBy'>): Promise<{ entry: CacheEntry | undefined, claimed?: ClaimedLoad }> {
+    const { redis, health, clock } = this.#options
+    let fields: Record<string, string> = {}
+    let mark: PurgeMark = ''
+    const claim = await lock.claimBy(key, async (lockKey, token, ttlMs) => {
+      const now = clock.toRedis(clock.localNow())
+      const reply = await health.run(async () => await redis.eval(READ_OR_CLAIM, 3, key, purgeMarkKey(key), lockKey, now, token, ttlMs)) as [string[], string?, number?]
+      fields = pairs(reply[0])
+      mark = reply[1] ?? ''
+      return reply[2] === undefined ? undefined : reply[2] === 1
+    })
+    const entry = decode(fields, clock)
+    return claim === undefined ? { entry } : { entry, claimed: { claim, mark } }
+  }
+
   async purgeMark (key: string): Promise<PurgeMark> {
     const { redis, health } = this.#options
     return await health.run(async () => await redis.get(purgeMarkKey(key))) ?? ''
   }
 
-  async set (key: string, entry: CacheEntry, mark = ''): Promise<CacheEntry | undefined> {
-    const { redis, health, clock } = this.#options
+  async set (key: string, entry: CacheEntry, mark = '', lock?: HeldLock): Promise<CacheEntry | undefined> {
+    const { redis, health, clock, bus } = this.#options
     const ttlMs = Math.floor(entry.staleUntil - clock.localNow())
     if (ttlMs <= 0) return undefined
     const { status, body, etag, storedAt, freshUntil, staleUntil } = entry
     const args = [status, body, etag, clock.toRedis(storedAt), mark, clock.toRedis(freshUntil), clock.toRedis(staleUntil), ttlMs]
-    const stored = await health.run(async () => await redis.eval(SET_IF_NEWER, 2, key, purgeMarkKey(key), ...args))
+    // Without the bus, the fill is told and the lock released by their owners (SharedTier, OwnerLock).
+    const held = bus === undefined ? undefined : lock
+    const told = bus === undefined
+      ? ['', '', '', '']
+      : [held?.token ?? '', bus.channel, bus.message({ type: 'filled', key, etag }), bus.message({ type: 'released', key })]
+    // Without a lock the script leaves KEYS[3] alone: the entry's key stands in for it (same slot).
+    const stored = await health.run(async () => await redis.eval(SET_IF_NEWER, 3, key, purgeMarkKey(key), held?.key ?? key, ...args, ...told))
+    held?.released()
     if (stored === null) return undefined
     const storedFreshUntil = clock.toLocal(Number(stored))
     return storedFreshUntil < freshUntil ? { ...entry, freshUntil: storedFreshUntil } : entry
   }
 
-  /** No time needed: a purged entry is "fresh until stored", and loads are ordered by the purge mark. */
+  /**
+   * No time needed: a purged entry is "fresh until stored", and loads are ordered by the purge mark. Told to the other
+   * instances by the script where there is a bus. Replication is asynchronous: where the node has replicas online, the
+   * purge waits for one to acknowledge it (WAIT), so that a purge answered 200 survives a failover; when none does in
+   * time it is applied and told, but rejects (CACHE_UNAVAILABLE: a 503 the operator retries, a purge being idempotent).
+   */
   async markStale (keys: readonly string[]): Promise<number> {
     if (keys.length === 0) return 0
-    const { redis, health, purgeMemoryMs } = this.#options
+    const { redis, health, purgeMemoryMs, bus } = this.#options
     const pairs = keys.flatMap((key) => [key, purgeMarkKey(key)])
-    return Number(await health.run(async () => await redis.eval(MARK_STALE, pairs.length, ...pairs, randomUUID(), purgeMemoryMs)))
+    const told = bus === undefined ? [''] : [bus.channel, ...keys.map((key) => bus.message({ type: 'staled', key }))]
+    const [found, replicas] = await health.run(async () => await redis.eval(MARK_STALE, pairs.length, ...pairs, randomUUID(), purgeMemoryMs, ...told)) as [number, number]
+    if (replicas > 0 && await this.#replicated(pairs[1] as string) === 0) {
+      throw new CACHE_UNAVAILABLE(`no replica acknowledged the purge within ${REPLICA_WAIT_MS} ms`)
+    }
+    return found
   }
+
+  /** WAIT behind a read of `key`, which sends it to the node that ran the purge (a Cluster routes a keyless command anywhere). */
+  async #replicated (key: string): Promise<number> {
+    const { redis, health } = this.#options
+    const replies = await health.run(async () => await redis.pipeline().pttl(key).wait(1, REPLICA_WAIT_MS).exec())
+    const [error, acknowledged] = replies?.[1] ?? [new Error('no reply to WAIT')]
+    if (error !== null) throw new CACHE_UNAVAILABLE('WAIT failed', { cause: error })
+    return Number(acknowledged)
+  }
+}
+
+/** HGETALL's flat reply, as the record ioredis makes of it. */
+function pairs (flat: string[]): Record<string, string> {
+  const fields: Record<string, string> = {}
+  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i] as string] = flat[i + 1] as string
+  return fields
 }
 
 /** Redis's times become this instance's. */

@@ -1,42 +1,29 @@
 import type { CacheEntry } from './cache-entry.ts'
 
-export interface RefreshAheadOptions {
-  /** Hits in the last part of an entry's freshness that make it hot. */
-  hits?: number
-  /** That last part, as a share of the entry's freshness... */
-  shareOfFreshness?: number
-  /** ...and at least this long. */
-  minWindowMs?: number
-}
-
+/** Hits from nine tenths into the configured freshness that make an entry hot. */
 const HOT_HITS = 5
-const LAST_SHARE = 0.1
-const MIN_WINDOW_MS = 5_000
+/** Refresh-ahead waits for nine tenths of the configured freshness, so a hot key costs at most one call per nine tenths of it. */
+const LEAD_START_SHARE = 0.9
 
 /**
- * Which hits should refresh their entry ahead of time: an entry asked for HOT_HITS times in the last tenth of its
- * freshness (at least 5 s) is refreshed then, so that a hot profile is never served stale nor costs a caller a miss.
- * The refresh asks as class `refresh-ahead`: the budget's reserve for it (a tenth of the rate), else spare budget
- * only; if none was to be had, every HOT_HITS more hits ask again. Counted per entry version, in a WeakMap: what is no longer held is forgotten with it.
+ * Which hit should refresh its entry ahead of time: the HOT_HITS-th from nine tenths of the *configured* freshness
+ * after the entry was stored, so that a hot profile is never served stale nor costs a caller a miss. The configured
+ * freshness, not the entry's own: jitter shortens that by up to a tenth, and nine tenths of it would replace a version
+ * 0.81 of the freshness after it was stored; an entry jitter left shorter than nine tenths is not refreshed ahead, the
+ * stale path (from its end, at nine tenths or later) refreshes it. Once per entry version (and per entry object: a copy
+ * read anew counts afresh, but a refresh of a version another instance already replaced reads the new one instead of
+ * calling, see loader.ts): a refresh the budget refused is not asked again, the entry goes stale and the stale path
+ * refreshes it once. The refresh asks as class `refresh-ahead`: the budget's reserve for it (a tenth of the rate), else
+ * spare budget only. Counted in a WeakMap: what is no longer held is forgotten with it.
  */
 export class RefreshAhead {
   readonly #hits = new WeakMap<CacheEntry, number>()
-  readonly #hot: number
-  readonly #share: number
-  readonly #minWindowMs: number
 
-  constructor ({ hits = HOT_HITS, shareOfFreshness = LAST_SHARE, minWindowMs = MIN_WINDOW_MS }: RefreshAheadOptions = {}) {
-    this.#hot = hits
-    this.#share = shareOfFreshness
-    this.#minWindowMs = minWindowMs
-  }
-
-  /** Counts a hit on a fresh `entry`; true when it is time to refresh it. */
-  due (entry: CacheEntry, now: number): boolean {
-    const windowMs = Math.max(this.#minWindowMs, (entry.freshUntil - entry.storedAt) * this.#share)
-    if (entry.freshUntil - now > windowMs) return false
+  /** Counts a hit on a fresh `entry` whose kind is configured fresh for `freshMs`; true once, at the hit that makes it hot. */
+  due (entry: CacheEntry, freshMs: number, now: number): boolean {
+    if (now < entry.storedAt + freshMs * LEAD_START_SHARE) return false
     const hits = (this.#hits.get(entry) ?? 0) + 1
     this.#hits.set(entry, hits)
-    return hits % this.#hot === 0
+    return hits === HOT_HITS
   }
 }

@@ -1,14 +1,22 @@
 import type { CacheEntry } from './cache-entry.ts'
-import type { CacheDriver, PurgeMark, Tier } from './driver.ts'
+import type { CacheDriver, ClaimedLoad, PurgeMark, Tier } from './driver.ts'
+import { HandBack } from './hand-back.ts'
 import type { MemoryDriver } from './memory-driver.ts'
 import type { NearCopies } from './near-copies.ts'
 import type { BusEvent, RedisBus } from '../redis/bus.ts'
+import type { RedisHealth } from '../redis/health.ts'
+import type { HeldLock } from '../redis/owner-lock.ts'
+
+/** What the tier hears on the bus: the other instances' events, and when events stop and start reaching it. */
+export type TierBus = Pick<RedisBus, 'listen' | 'publish' | 'ready' | 'listenReady' | 'listenLost'>
 
 export interface SharedTierOptions {
   /** Redis. */
   driver: CacheDriver
-  /** `ready`: Redis is up and the other instances' events reach this one, so Redis may be used. */
-  bus: Pick<RedisBus, 'ready' | 'listen' | 'publish'>
+  /** Whether Redis answers (the data connection): while it does, Redis is the cache, with or without the bus. */
+  redis: Pick<RedisHealth, 'up' | 'listen'>
+  /** The other instances' fills and purges, which drop copies here at once (without it, copies last their 2 s). */
+  bus: TierBus
   /** Copies of hot shared entries, kept coherent by the bus. */
   copies: NearCopies
   /** What this instance holds that Redis may lack: its fills while Redis was away, or refused them. */
@@ -17,60 +25,72 @@ export interface SharedTierOptions {
   onError: (error: unknown, key: string) => void
 }
 
-/** Entries handed to Redis at once when it is back. */
-const HAND_BACK_BATCH = 100
-
 /**
- * Redis with this instance in front of it. While Redis is up, hits are answered from short copies, shared
- * reads of one key are made once however many requests want it, and fills and purges are told to the other
- * instances. While Redis is down or its events are lost, this instance's own store is the cache, for each
- * entry's whole life, so the upstream stays sheltered. What it holds alone is read before Redis, and handed
- * to Redis (set-if-newer) as soon as Redis takes writes again, so that no hot key turns into an upstream call.
+ * Redis with this instance in front of it. While Redis is up, hits are answered from short copies, shared reads of one
+ * key are made once however many requests want it, and fills and purges are told to the other instances; with the bus
+ * down or flapping too, only the copies' own bound (2 s) keeps them coherent. While Redis itself is down, this
+ * instance's own store is the cache, for each entry's whole life, so the upstream stays sheltered. What it holds alone
+ * is read before Redis, and handed to Redis as soon as Redis takes writes again, so that no hot key turns into an
+ * upstream call: stale where Redis holds a version of the key, since a purge made meanwhile may be forgotten there.
  */
 export class SharedTier implements Tier {
   readonly #driver: CacheDriver
+  readonly #redis: SharedTierOptions['redis']
   readonly #bus: SharedTierOptions['bus']
   readonly #copies: NearCopies
   readonly #alone: MemoryDriver
   readonly #onError: SharedTierOptions['onError']
   /** Shared reads in flight: a hot key's requests arrive together when its copy expires. */
   readonly #reading = new Map<string, Promise<CacheEntry | undefined>>()
-  #handingBack = false
+  /** Loads claimed by reads that found nothing servable, until the load they started takes them (see `takeClaim`). */
+  readonly #claimed = new Map<string, ClaimedLoad>()
+  readonly #handBack: HandBack
 
   constructor (options: SharedTierOptions) {
     this.#driver = options.driver
+    this.#redis = options.redis
     this.#bus = options.bus
     this.#copies = options.copies
     this.#alone = options.alone
     this.#onError = options.onError
-    options.bus.listen({
-      onEvent: (event) => { this.#hear(event) },
-      onLost: () => { this.#adoptCopies() },
-      onReady: () => { this.#handBack() }
+    this.#handBack = new HandBack({
+      driver: options.driver,
+      alone: options.alone,
+      copies: options.copies,
+      up: () => this.#redis.up,
+      announce: (key, stored) => { this.#announce(key, stored) },
+      onError: (error) => { this.#onError(error, '') }
     })
+    options.bus.listen((event) => { this.#hear(event) })
+    options.bus.listenReady(() => { this.#copies.trustAgain() })
+    // Lost alone, events may be missed while Redis answers; lost with Redis, what is known is adopted (below).
+    options.bus.listenLost(() => { if (this.#redis.up) this.#copies.distrust() })
+    if (options.bus.ready) this.#copies.trustAgain()
+    options.redis.listen((up) => { if (up) this.#handBack.start(); else this.#adoptCopies() })
   }
 
   held (key: string): CacheEntry | undefined {
-    if (!this.#bus.ready) return this.#alone.held(key)
-    return this.#copies.get(key) ?? this.#heldAlone(key)
+    if (!this.#redis.up) return this.#alone.held(key)
+    // What this instance holds that Redis may lack: nearly always nothing, and then no lookup.
+    return this.#copies.get(key) ?? (this.#alone.size === 0 ? undefined : this.#alone.held(key))
   }
 
   async get (key: string): Promise<CacheEntry | undefined> {
     const held = this.held(key)
-    if (held !== undefined || !this.#bus.ready) return held
+    if (held !== undefined || !this.#redis.up) return held
     let reading = this.#reading.get(key)
     if (reading === undefined) {
-      const read = this.#readShared(key)
+      const read = this.#readShared(key, true)
       reading = read
       this.#reading.set(key, read)
       const done = (): void => { if (this.#reading.get(key) === read) this.#reading.delete(key) }
       read.then(done, done)
     }
-    return await this.#orAlone(reading, async () => this.#alone.held(key))
+    return await this.#orAlone(reading, async () => this.#alone.held(key)).catch((error: unknown) => this.#lastKnown(key, error))
   }
 
   async latest (key: string): Promise<CacheEntry | undefined> {
-    if (!this.#bus.ready) return this.#alone.held(key)
+    if (!this.#redis.up) return this.#alone.held(key)
     return await this.#orAlone(this.#readShared(key), async () => this.#alone.held(key))
   }
 
@@ -79,29 +99,38 @@ export class SharedTier implements Tier {
    * edge, that store takes it for no mark: stale if it remembers a purge, one revalidation at most.
    */
   async purgeMark (key: string): Promise<PurgeMark> {
-    if (!this.#bus.ready) return await this.#alone.purgeMark(key)
+    if (!this.#redis.up) return await this.#alone.purgeMark(key)
     return await this.#orAlone(this.#driver.purgeMark(key), async () => await this.#alone.purgeMark(key))
   }
 
-  async set (key: string, entry: CacheEntry, mark?: PurgeMark): Promise<CacheEntry | undefined> {
-    if (!this.#bus.ready) return await this.#alone.set(key, entry, mark)
+  takeClaim (key: string): ClaimedLoad | undefined {
+    const claimed = this.#claimed.get(key)
+    this.#claimed.delete(key)
+    return claimed
+  }
+
+  /** Told to the other instances, and `lock` released, by the driver's write where it can (one round trip), else by their owners. */
+  async set (key: string, entry: CacheEntry, mark?: PurgeMark, lock?: HeldLock): Promise<CacheEntry | undefined> {
+    if (!this.#redis.up) return await this.#alone.set(key, entry, mark)
     const generation = this.#copies.generation
     let stored: CacheEntry | undefined
     try {
-      stored = await this.#driver.set(key, entry, mark)
+      stored = await this.#driver.set(key, entry, mark, lock)
     } catch (error) {
       // Redis refused it (or failed meanwhile): the load still shelters the upstream from here, and is handed over later.
       this.#onError(error, key)
       return await this.#alone.set(key, entry, mark)
     }
+    // Redis went away meanwhile (another command failed): held alone too, as Redis took it (stale, if a purge came since).
+    if (!this.#redis.up) return stored === undefined ? undefined : await this.#alone.set(key, stored, mark)
     // A read that started before this write may answer what it replaced, and what was held alone is older.
     this.#reading.delete(key)
     this.#alone.forget(key)
     // Redis takes writes: whatever is held alone can go too.
-    this.#handBack()
+    this.#handBack.start()
     if (stored === undefined) return undefined
-    if (this.#bus.ready) this.#copies.keep(key, stored, generation)
-    await this.#published({ type: 'filled', key, etag: stored.etag })
+    this.#copies.keep(key, stored, generation)
+    this.#announce(key, stored)
     return stored
   }
 
@@ -112,7 +141,7 @@ export class SharedTier implements Tier {
     try {
       const alone = await this.#alone.markStale(keys, now)
       const shared = await this.#driver.markStale(keys, now)
-      await Promise.all(keys.map(async (key) => await this.#bus.publish({ type: 'staled', key })))
+      if (this.#driver.announcesFills !== true) await Promise.all(keys.map(async (key) => await this.#bus.publish({ type: 'staled', key })))
       return Math.max(alone, shared)
     } finally {
       // Nor one that started while the purge was on its way to Redis, which it may have preceded there.
@@ -125,9 +154,12 @@ export class SharedTier implements Tier {
     this.#alone.clear()
   }
 
-  /** What this instance holds that Redis may lack (nearly always nothing: a map lookup is skipped). */
-  #heldAlone (key: string): CacheEntry | undefined {
-    return this.#alone.size === 0 ? undefined : this.#alone.held(key)
+  /** Redis answers, but not for this key (its shard failing over, say): what this instance last knew, rather than a load. */
+  #lastKnown (key: string, error: unknown): CacheEntry {
+    const known = this.#copies.lastKnown(key)
+    if (known === undefined) throw error
+    this.#onError(error, key)
+    return known
   }
 
   /** `shared`'s answer; if it fails because Redis went down meanwhile, what this instance holds. */
@@ -135,21 +167,40 @@ export class SharedTier implements Tier {
     try {
       return await shared
     } catch (error) {
-      if (this.#bus.ready) throw error
+      if (this.#redis.up) throw error
       return await alone()
     }
   }
 
-  async #readShared (key: string): Promise<CacheEntry | undefined> {
+  /** With `claiming`, a read that finds nothing servable claims the key's load too, where the driver can: kept for that load. */
+  async #readShared (key: string, claiming = false): Promise<CacheEntry | undefined> {
     const generation = this.#copies.generation
-    const entry = await this.#driver.get(key)
-    if (entry !== undefined && this.#bus.ready) this.#copies.keep(key, entry, generation)
+    const { entry, claimed } = claiming && this.#driver.getOrClaim !== undefined ? await this.#driver.getOrClaim(key) : { entry: await this.#driver.get(key) }
+    if (claimed !== undefined) this.#keepClaim(key, claimed)
+    if (entry !== undefined && this.#redis.up) this.#copies.keep(key, entry, generation)
     return entry
   }
 
-  async #published (event: BusEvent): Promise<void> {
-    // Stored is stored: a lost event costs the other instances' copies at most their few seconds.
-    await this.#bus.publish(event).catch((error: unknown) => { this.#onError(error, event.key) })
+  /**
+   * The load this read starts takes it within the same turn of the event loop (the cache goes from a miss to its load
+   * without I/O); one nobody took (the miss joined a load under way, or was refused) is released then.
+   */
+  #keepClaim (key: string, claimed: ClaimedLoad): void {
+    if (this.#claimed.has(key)) this.#dropClaim(key)
+    this.#claimed.set(key, claimed)
+    setImmediate(() => { if (this.#claimed.get(key) === claimed) this.#dropClaim(key) })
+  }
+
+  #dropClaim (key: string): void {
+    const dropped = this.#claimed.get(key)
+    this.#claimed.delete(key)
+    if (dropped?.claim.owner === true) dropped.claim.release().catch(() => {})
+  }
+
+  /** Stored is stored: a lost event costs the other instances' copies at most their few seconds; nobody waits for it. */
+  #announce (key: string, stored: CacheEntry): void {
+    if (this.#driver.announcesFills === true) return
+    this.#bus.publish({ type: 'filled', key, etag: stored.etag }).catch((error: unknown) => { this.#onError(error, key) })
   }
 
   #changed (keys: readonly string[]): void {
@@ -164,31 +215,7 @@ export class SharedTier implements Tier {
     this.#alone.forget(event.key)
   }
 
-  /** Once at a time, until nothing is held alone; a hand-back Redis refuses is tried again at the next fill. */
-  #handBack (): void {
-    if (this.#handingBack || this.#alone.size === 0) return
-    this.#handingBack = true
-    this.#handOver().catch((error: unknown) => { this.#onError(error, '') }).finally(() => { this.#handingBack = false })
-  }
-
-  /** Each entry handed over leaves this instance's store, unless a newer fill replaced it meanwhile. */
-  async #handOver (): Promise<void> {
-    while (this.#alone.size > 0 && this.#bus.ready) {
-      const entries = [...this.#alone.entries()]
-      for (let i = 0; i < entries.length; i += HAND_BACK_BATCH) {
-        await Promise.all(entries.slice(i, i + HAND_BACK_BATCH).map(async ([key, entry]) => {
-          const stored = await this.#driver.set(key, entry)
-          this.#alone.forget(key, entry)
-          if (stored !== undefined) await this.#published({ type: 'filled', key, etag: stored.etag })
-        }))
-      }
-    }
-  }
-
-  /**
-   * Events may be missed from now on, so the copies stop being copies: they are kept alone, for their
-   * whole life, rather than loaded again (a purge elsewhere could not reach this instance anyway).
-   */
+  /** Redis is away: what is known is kept alone for its whole life, not loaded again; handed back, it undoes no purge (see HANDED_BACK). */
   #adoptCopies (): void {
     for (const [key, copy] of this.#copies.take()) this.#alone.set(key, copy).catch(() => {})
   }

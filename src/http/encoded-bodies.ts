@@ -76,6 +76,14 @@ export function worthEncoding (body: string): boolean {
 }
 
 /**
+ * What the encodings of `body` hold once made, for the in-process store to count with its entry (0: none are made).
+ * Brotli and gzip of JSON together measured at most 0.7 of the body at 1.4 KB, less above: counted as the body's size.
+ */
+export function encodedBytes (body: string): number {
+  return worthEncoding(body) ? Buffer.byteLength(body) : 0
+}
+
+/**
  * The caller's preferred coding we have, from Accept-Encoding (RFC 9110 §12.5.3): brotli over gzip
  * (smaller), `*` standing for either, `q=0` refusing one.
  */

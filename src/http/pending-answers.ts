@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream'
 /**
  * The answers each connection is still owed, oldest first, tracked from the server's own `request`
  * event: what a refusal written straight to the socket must wait for (answers go back in request
- * order), and what a half-closed connection is probed for (half-close.ts).
+ * order).
  */
 export class PendingAnswers {
   readonly #owed = new WeakMap<Duplex, Set<ServerResponse>>()

@@ -10,7 +10,7 @@ import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client
 
 export interface LookupsOptions {
   cache: Pick<CacheStack, 'lookup' | 'markStale'>
-  upstream: Pick<UpstreamClient, 'profile' | 'timeline'>
+  upstream: Pick<UpstreamClient, 'profile' | 'timeline' | 'refusesNow'>
   keyPrefix: string
   freshness: FreshnessPolicy
   now: () => number
@@ -79,8 +79,12 @@ export class Lookups {
   }
 
   #lookup (kind: Resource, username: string, signal: AbortSignal | undefined, arrival: Arrival | undefined): Served | Promise<Served> {
-    const { keyPrefix, cache } = this.#options
-    const load: Load = async (loadSignal, priority, deadlineAt) => await this.#load(kind, username, loadSignal, priority, deadlineAt)
+    const { keyPrefix, cache, upstream } = this.#options
+    const load: Load = Object.assign(async (loadSignal: AbortSignal, priority: Priority, deadlineAt: number) =>
+      await this.#load(kind, username, loadSignal, priority, deadlineAt), {
+      // Asked before the cache takes a lock: a refused miss costs no more than the read that found nothing to serve.
+      refusesNow: (priority: Priority, deadlineAt: number) => upstream.refusesNow(kind, priority, deadlineAt)
+    })
     return cache.lookup(cacheKey(keyPrefix, kind, username), kind, load, signal, arrival)
   }
 

@@ -4,7 +4,8 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
-import { DOCUMENT, referRefusals } from '../schemas/document.ts'
+import { commaSeparated, DOCUMENT, referRefusals } from '../schemas/document.ts'
+import { requiredHeaders } from '../schemas/headers.ts'
 import { DOCS_PREFIX } from './route-config.ts'
 
 /** The docs change only with a deploy: browsers may keep them an hour, and revalidate with their ETag. */
@@ -33,7 +34,7 @@ async function docs (app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
     openapi: DOCUMENT,
     // Only OpenAPI documents are made here (never Swagger 2's `swaggerObject`).
-    transformObject: (made) => 'openapiObject' in made ? referRefusals(made.openapiObject) : made.swaggerObject
+    transformObject: (made) => 'openapiObject' in made ? referRefusals(commaSeparated(requiredHeaders(made.openapiObject))) : made.swaggerObject
   })
   // Its own scope: the docs' caching hooks never run on the data routes.
   await app.register(async (scope) => {

@@ -5,7 +5,8 @@ import { shortPrefix } from '../http/caller-input.ts'
 import { callerWentAway } from '../http/caller-signal.ts'
 import { bodyDrained } from '../http/linger.ts'
 import { errorResponse } from '../http/error-response.ts'
-import { EXPECTED_FAILURES, maxAgeOf, METHOD_NOT_ALLOWED, NOT_FOUND, retryAfterOf } from '../errors.ts'
+import { EXPECTED_FAILURES, maxAgeOf, METHOD_NOT_ALLOWED, NOT_FOUND, refusalOf, retryAfterOf } from '../errors.ts'
+import { RefusalSummary } from '../logging/refusal-summary.ts'
 
 /** Why no route answers a request: with the methods its path has (sent as `Allow`) when it has some. */
 type NoRouteError = FastifyError & { allow?: string }
@@ -19,8 +20,18 @@ declare module 'fastify' {
   }
 }
 
-/** One place where every failure becomes the contract's JSON error, with the right caching headers. */
-async function errorHandler (app: FastifyInstance): Promise<void> {
+interface ErrorHandlerOptions {
+  /** The app's clock, for the refusals' summary line (tests move it); default Date.now. */
+  now?: () => number
+}
+
+/**
+ * One place where every failure becomes the contract's JSON error, with the right caching headers. A caller refused at
+ * once (see `refusal`) is counted, and summed up in one warn line a second at most, rather than a line each.
+ */
+async function errorHandler (app: FastifyInstance, { now = Date.now }: ErrorHandlerOptions): Promise<void> {
+  const refusals = new RefusalSummary({ now, write: (counts) => { app.log.warn({ refusals: counts }, 'callers refused at once') } })
+  app.addHook('onClose', async () => { refusals.flush() })
   const notFoundMaxAge = app.config.NOT_FOUND_TTL_SECONDS
   const methods = routeMethods(app)
   app.decorate('noRouteError', (method: string, url: string): NoRouteError => {
@@ -41,7 +52,11 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
       return
     }
     const body = errorResponse(error)
-    if (EXPECTED_FAILURES.has(body.code)) {
+    const refused = refusalOf(error)
+    if (refused !== undefined) {
+      app.telemetry.refusal(refused)
+      refusals.count(refused)
+    } else if (EXPECTED_FAILURES.has(body.code)) {
       request.log.warn({ err: error }, body.message)
     } else if (body.statusCode >= 500) {
       request.log.error({ err: error }, 'request failed')

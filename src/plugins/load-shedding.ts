@@ -37,7 +37,6 @@ async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions)
   // Set by the registration just awaited.
   const pressure = measuring as FastifyInstance
   app.decorate('isUnderPressure', () => pressure.isUnderPressure())
-  app.decorate('memoryUsage', () => pressure.memoryUsage())
   // One hook for every request, unknown routes' included (no onRoute hook sees those); the route's config read only under pressure.
   app.addHook('onRequest', (request, _reply, done) => {
     if (!pressure.isUnderPressure() || request.routeOptions.config.answeredUnderPressure === true) {

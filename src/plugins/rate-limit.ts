@@ -1,11 +1,11 @@
-import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { RATE_LIMITED, withRetryAfter } from '../errors.ts'
+import { clientAddress } from '../rate-limit/client-address.ts'
 import { LocalRateCounts, type RateCounts } from '../rate-limit/rate-counts.ts'
 import { prependOnRequest } from '../http/route-hooks.ts'
 import { RATE_LIMIT_WINDOW_MS, STANDALONE_RATE_LIMIT_CLIENTS } from '../rate-limit/policy.ts'
-import { SharedRateCounts } from '../redis/shared-rate-counts.ts'
+import { SharedRateCounts } from '../rate-limit/shared-rate-counts.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -24,7 +24,7 @@ type Charged = (error?: Error) => void
 /**
  * RATE_LIMIT_PER_MINUTE requests per client address per minute (0: no limit). The address is
  * `request.ip`, which follows X-Forwarded-For only when TRUST_PROXY is set; IPv6 clients count per /64
- * (@fastify/rate-limit's normalizeIP). With REDIS_URL the counts are shared through Redis
+ * (clientAddress). With REDIS_URL the counts are shared through Redis
  * (SharedRateCounts: synced every 100 ms rather than a Redis command per request), so every instance
  * draws on the same budget; while Redis is down each instance counts alone, and a count that fails lets
  * the request through: a Redis outage is never the caller's problem. The hook is a callback that
@@ -52,7 +52,7 @@ async function clientRateLimit (app: FastifyInstance, { now = Date.now }: RateLi
   app.addHook('onClose', async () => { await counts.close() })
 
   const charge = (request: FastifyRequest, reply: FastifyReply, times: number, charged: Charged): void => {
-    counts.add(clientOf(request.ip), times, (count) => {
+    counts.add(clientAddress(request.ip), times, (count) => {
       if (count === undefined) return charged()
       const reset = Math.ceil(count.ttl / 1000)
       reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', Math.max(0, max - count.current)).header('x-ratelimit-reset', reset)
@@ -72,11 +72,6 @@ async function clientRateLimit (app: FastifyInstance, { now = Date.now }: RateLi
       charge(request, reply, times, (error) => { if (error === undefined) resolve(); else reject(error) })
     })
   })
-}
-
-/** IPv4 addresses as they are; IPv6 ones by /64, the block one subscriber usually holds. */
-function clientOf (ip: string): string {
-  return ip.includes(':') ? normalizeIP(ip) : ip
 }
 
 export default fp(clientRateLimit, { name: 'rate-limit', dependencies: ['config', 'redis', 'error-handler', 'route-config'] })

@@ -2,18 +2,18 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { eventsChannel } from '../cache/keys.ts'
 import { RedisBus } from '../redis/bus.ts'
-import { createRedisClient, duplicateRedisClient, type RedisClient } from '../redis/client.ts'
+import { createRedisClient, duplicateRedisClient } from '../redis/client.ts'
 import { RedisClock } from '../redis/clock.ts'
 import { RedisHealth } from '../redis/health.ts'
+import { Membership } from '../redis/membership.ts'
 import type { RedisLayer } from '../redis/layer.ts'
 import { OwnerLock } from '../redis/owner-lock.ts'
 import { loadBudget } from '../load-budget.ts'
+import { realTimers } from '../upstream/budget/schedule.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The shared Redis client, or undefined when REDIS_URL is unset (in-process cache). */
-    redis: RedisClient | undefined
-    /** The Redis layer built on it, or undefined when REDIS_URL is unset. */
+    /** The Redis layer (its client, health, bus and locks), or undefined when REDIS_URL is unset (in-process cache). */
     redisLayer: RedisLayer | undefined
   }
 }
@@ -27,11 +27,10 @@ interface RedisPluginOptions {
 async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptions): Promise<void> {
   const url = app.config.REDIS_URL
   if (url === undefined) {
-    app.decorate('redis', undefined)
     app.decorate('redisLayer', undefined)
     return
   }
-  const client = createRedisClient(url, app.config.REDIS_CLUSTER)
+  const client = createRedisClient(url, app.config)
   // Without a listener ioredis reports connection errors as unhandled; they are expected during an outage.
   client.on('error', (err: unknown) => app.log.debug({ err }, 'redis connection error'))
   const onError = (err: unknown): void => app.log.debug({ err }, 'redis command failed')
@@ -50,14 +49,25 @@ async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptio
     health,
     subscriber: duplicateRedisClient(client),
     channel: eventsChannel(app.config.CACHE_KEY_PREFIX),
-    onError
+    onError,
+    onChange: (ready) => {
+      app.telemetry.bus.up(ready)
+      if (!ready) app.log.info('redis events lost: copies last their 2 s bound, lock waiters look again after a lock\'s lifetime')
+    },
+    purgeTiming: { clock, observe: app.telemetry.bus.purgePropagation }
   })
   // Down until the first probe answers: an operator sees 0, not a gap, while Redis is still unreached.
   app.telemetry.redis(false)
+  app.telemetry.bus.up(false)
   const lock = new OwnerLock({ redis: client, health, bus, ttlMs: loadBudget(app.config).lockTtlMs, onError })
-  app.decorate<RedisClient>('redis', client)
-  app.decorate<RedisLayer>('redisLayer', { client, health, clock, bus, lock })
+  // Only the upstream budget counts the fleet: without UPSTREAM_MAX_RPS, no beat.
+  const membership = app.config.UPSTREAM_MAX_RPS === 0
+    ? undefined
+    : new Membership({ redis: client, health, clock, key: `${app.config.CACHE_KEY_PREFIX}members`, now, schedule: realTimers, onError })
+  membership?.start()
+  app.decorate<RedisLayer>('redisLayer', { client, health, clock, bus, lock, ...(membership !== undefined && { membership }) })
   app.addHook('onClose', async () => {
+    await membership?.close()
     health.close()
     await bus.close()
     await client.quit().catch(() => client.disconnect())

@@ -1,4 +1,3 @@
-import { context } from '@opentelemetry/api'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { tracingConfigured } from '../telemetry/tracing.ts'
@@ -13,13 +12,6 @@ async function tracing (app: FastifyInstance): Promise<void> {
   const { startTracing } = await import('../tracing/sdk.ts')
   const { plugin, flush } = startTracing(app.config)
   await app.register(plugin)
-  // The handler runs in its request's context even when a hook before it answered several requests from one callback
-  // (the rate limit's shared count does): otherwise a request's spans would join the trace of another.
-  app.addHook('preHandler', (request, _reply, done) => {
-    const { context: requestContext } = request.opentelemetry()
-    if (requestContext == null) done()
-    else context.with(requestContext, done)
-  })
   // Before @fastify/otel's own onSend, which ends the span: a hit's whole story is this one attribute.
   app.addHook('onSend', (request, reply, payload, done) => {
     const state = reply.getHeader('x-cache')

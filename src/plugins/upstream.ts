@@ -9,6 +9,7 @@ import { SharedWindow } from '../redis/shared-window.ts'
 import { TokenCipher } from '../upstream/token-cipher.ts'
 import { TokenEndpoint } from '../upstream/token-endpoint.ts'
 import { TokenManager } from '../upstream/token-manager.ts'
+import { EXCHANGE_DEADLINE_MS } from '../upstream/token-timing.ts'
 import { RedisTokenStore } from '../upstream/token-store.ts'
 import { RecentLatency } from '../upstream/recent-latency.ts'
 import { UpstreamClient } from '../upstream/upstream-client.ts'
@@ -33,8 +34,10 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
   const base = new URL(config.UPSTREAM_BASE_URL)
   const auth = new URL(config.AUTH_URL)
   const upstreamPool = originPool(base.origin, limits.callerMs, config.UPSTREAM_MAX_CONCURRENCY)
+  // An exchange may take its own deadline when callers' time is shorter: they get their 504, the next caller the token.
+  const exchangeMs = Math.max(limits.exchangeMs, EXCHANGE_DEADLINE_MS)
   // Its own pool even on the same origin: an exchange never waits behind data calls for a connection.
-  const authPool = originPool(auth.origin, limits.exchangeMs, 2)
+  const authPool = originPool(auth.origin, exchangeMs, 2)
 
   const prefix = config.CACHE_KEY_PREFIX
   const tokenLog = app.log.child({ component: 'token-manager' })
@@ -46,7 +49,7 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
       clientSecret: config.CLIENT_SECRET,
       audience: config.AUDIENCE ?? config.UPSTREAM_BASE_URL,
       defaultTtlSeconds: config.TOKEN_DEFAULT_TTL_SECONDS,
-      timeoutMs: limits.exchangeMs
+      timeoutMs: exchangeMs
     }),
     ...(redisLayer !== undefined && {
       store: new RedisTokenStore({
@@ -65,23 +68,30 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
   })
 
   const clientLog = app.log.child({ component: 'upstream-client' })
+  const limiter = new ConcurrencyLimiter({ concurrency: config.UPSTREAM_MAX_CONCURRENCY })
+  telemetry.upstreamLimiter(() => ({ inFlight: limiter.running, queued: limiter.queued }))
   const client = new UpstreamClient({
     dispatcher: upstreamPool,
     basePath: trimSlash(base.pathname),
     tokens,
     authScheme: config.AUTH_SCHEME,
     callerMs: limits.callerMs,
-    limiter: new ConcurrencyLimiter({ concurrency: config.UPSTREAM_MAX_CONCURRENCY }),
+    limiter,
     latency: new RecentLatency(),
     breaker: new CircuitBreaker({ telemetry, now }),
     backoff: new BackoffWindow({
       ...(redisLayer !== undefined && {
-        shared: new SharedWindow({
-          redis: redisLayer.client,
-          health: redisLayer.health,
-          key: `${prefix}upstream:backoff`,
-          onError: (err) => clientLog.debug({ err }, 'shared back-off window unavailable; using the local one')
-        })
+        shared: {
+          window: new SharedWindow({
+            redis: redisLayer.client,
+            health: redisLayer.health,
+            key: `${prefix}upstream:backoff`,
+            onError: (err) => clientLog.debug({ err }, 'shared back-off window unavailable; using the local one')
+          }),
+          bus: redisLayer.bus,
+          name: `${prefix}upstream:backoff`,
+          onError: (err) => clientLog.debug({ err }, 'back-off window not told to the other instances')
+        }
       }),
       telemetry,
       now

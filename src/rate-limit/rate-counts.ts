@@ -1,4 +1,5 @@
-import { LRUCache } from 'lru-cache'
+import type { LRUCache } from 'lru-cache'
+import { clientLru } from './policy.ts'
 
 /** A client's count in its window, this request's included, and the ms left in that window. */
 export interface RateCount { current: number, ttl: number }
@@ -29,7 +30,7 @@ export class LocalRateCounts implements RateCounts {
   readonly #now: () => number
 
   constructor ({ windowMs, maxClients, now }: LocalRateCountsOptions) {
-    this.#windows = new LRUCache({ max: maxClients })
+    this.#windows = clientLru(maxClients)
     this.#windowMs = windowMs
     this.#now = now
   }

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { RedisClient } from './client.ts'
+import type { RedisClock } from './clock.ts'
 import type { RedisCommands } from './commands.ts'
 import type { RedisHealth } from './health.ts'
 import { currentTraceparent } from '../telemetry/tracing.ts'
@@ -11,18 +12,18 @@ import { currentTraceparent } from '../telemetry/tracing.ts'
 export type BusEvent = (
   /** A new version was stored (`etag` tells which). */
   | { type: 'filled', key: string, etag: string }
-  /** The entry was purged: stale from now on. */
-  | { type: 'staled', key: string }
+  /** The entry was purged: stale from now on. `purgedAt` (Redis's clock, ms; heard only) times its propagation. */
+  | { type: 'staled', key: string, purgedAt?: number }
   /** A load's lock was released, with or without a new version (the load may have failed). */
   | { type: 'released', key: string }
 ) & { traceparent?: string }
 
-export interface BusListener {
-  onEvent: (event: BusEvent) => void
-  /** The subscription is gone, or Redis is down: events may be missed until `ready` again. */
-  onLost: () => void
-  /** Events are reliable again: Redis is up and this instance subscribed. */
-  onReady: () => void
+export type BusListener = (event: BusEvent) => void
+
+/** A time window an instance opened for every instance (the upstream's back-off): `name` says which, `ms` what remains of it. */
+export interface WindowEvent {
+  name: string
+  ms: number
 }
 
 export interface RedisBusOptions {
@@ -33,9 +34,14 @@ export interface RedisBusOptions {
   subscriber: RedisClient
   channel: string
   onError: (error: unknown) => void
+  /** Whether events reach this instance (subscribed, Redis up), on every change (metrics, logs). */
+  onChange?: (ready: boolean) => void
+  /** Stamps purges with Redis's time, and hears how long each took to reach this instance once applied (seconds). */
+  purgeTiming?: { clock: Pick<RedisClock, 'toRedis' | 'localNow'>, observe: (seconds: number) => void }
 }
 
 const CODES = { filled: 'f', staled: 's', released: 'r' } as const
+const WINDOW_CODE = 'w'
 
 /**
  * The instances' shared channel (Redis pub/sub, one channel per deployment): cache fills and purges,
@@ -45,23 +51,31 @@ const CODES = { filled: 'f', staled: 's', released: 'r' } as const
 export class RedisBus {
   readonly #options: RedisBusOptions
   readonly #listeners = new Set<BusListener>()
+  readonly #windowListeners = new Set<(event: WindowEvent) => void>()
+  readonly #readyListeners = new Set<() => void>()
+  readonly #lostListeners = new Set<() => void>()
   /** Tells this instance's messages from the others'. */
   readonly #origin = randomBytes(6).toString('base64url')
   #subscribed = false
+  #reported: boolean | undefined
 
   constructor (options: RedisBusOptions) {
     this.#options = options
     const { subscriber, channel, health } = options
     // A hung Redis may drop events without closing the subscription: nobody should count on them.
-    health.listen((up) => { if (up) this.#notifyReady(); else this.#notifyLost() })
+    health.listen(() => { this.#report() })
     subscriber.on('error', options.onError)
     // Subscribe on every (re)connection: the subscription is what makes events reliable again.
     subscriber.on('ready', () => { this.#subscribe() })
     subscriber.on('close', () => { this.#lost() })
     subscriber.on('message', (from: string, message: string) => {
       if (from !== channel) return
+      const window = decodeWindow(message, this.#origin)
+      if (window !== undefined) for (const listener of this.#windowListeners) listener(window)
       const event = decode(message, this.#origin)
-      if (event !== undefined) for (const listener of this.#listeners) listener.onEvent(event)
+      if (event === undefined) return
+      for (const listener of this.#listeners) listener(event)
+      if (event.type === 'staled') this.#timePurge(event.purgedAt)
     })
     if (subscriber.status === 'ready') this.#subscribe()
   }
@@ -71,13 +85,44 @@ export class RedisBus {
     return this.#subscribed && this.#options.health.up
   }
 
+  get channel (): string {
+    return this.#options.channel
+  }
+
   listen (listener: BusListener): void {
     this.#listeners.add(listener)
   }
 
+  /** The other instances' windows, as they open them. */
+  listenWindows (listener: (event: WindowEvent) => void): void {
+    this.#windowListeners.add(listener)
+  }
+
+  /** Each time events reach this instance again (subscribed, Redis up): what was published meanwhile was missed. */
+  listenReady (listener: () => void): void {
+    this.#readyListeners.add(listener)
+  }
+
+  /** Each time events stop reaching this instance (unsubscribed, or Redis down): what is published from now on is missed. */
+  listenLost (listener: () => void): void {
+    this.#lostListeners.add(listener)
+  }
+
   async publish (event: BusEvent): Promise<void> {
     const { publisher, channel, health } = this.#options
-    await health.run(async () => await publisher.publish(channel, encode(event, this.#origin, currentTraceparent())))
+    await health.run(async () => await publisher.publish(channel, this.message(event)))
+  }
+
+  async publishWindow (event: WindowEvent): Promise<void> {
+    const { publisher, channel, health } = this.#options
+    await health.run(async () => await publisher.publish(channel, `${WINDOW_CODE} ${this.#origin} ${Math.ceil(event.ms)} ${event.name}`))
+  }
+
+  /** What `publish` sends for `event`, for a script that publishes it along with its own work (one round trip). */
+  message (event: BusEvent): string {
+    const clock = this.#options.purgeTiming?.clock
+    const stamped = event.type === 'staled' && clock !== undefined ? { ...event, purgedAt: clock.toRedis(clock.localNow()) } : event
+    return encode(stamped, this.#origin, currentTraceparent())
   }
 
   async close (): Promise<void> {
@@ -90,34 +135,53 @@ export class RedisBus {
     this.#options.subscriber.subscribe(this.#options.channel).then(
       () => {
         this.#subscribed = this.#options.subscriber.status === 'ready'
-        this.#notifyReady()
+        this.#report()
       },
       this.#options.onError
     )
   }
 
   #lost (): void {
-    if (!this.#subscribed) return
     this.#subscribed = false
-    this.#notifyLost()
+    this.#report()
   }
 
-  #notifyLost (): void {
-    for (const listener of this.#listeners) listener.onLost()
+  #report (): void {
+    const { ready } = this
+    if (ready === this.#reported) return
+    this.#reported = ready
+    this.#options.onChange?.(ready)
+    for (const listener of ready ? this.#readyListeners : this.#lostListeners) listener()
   }
 
-  #notifyReady (): void {
-    if (this.ready) for (const listener of this.#listeners) listener.onReady()
+  /** From the purge's time to now, both on Redis's clock (offsets a half round trip apart may make it negative: 0). */
+  #timePurge (purgedAt: number | undefined): void {
+    const timing = this.#options.purgeTiming
+    if (timing === undefined || purgedAt === undefined) return
+    timing.observe(Math.max(0, timing.clock.toRedis(timing.clock.localNow()) - purgedAt) / 1000)
   }
 }
 
 /**
- * `<code> <origin>[;<traceparent>] <etag or -> <key>`: the key goes last, so nothing in it can break the format. The
- * traceparent rides on the origin, which an older instance only compares with its own: a rolling deploy still works.
+ * `<code> <origin>[;<traceparent>] <etag, purge time or -> <key>`: the key goes last, so nothing in it can break the format.
+ * The traceparent rides on the origin, and a purge's time on the field an older instance ignores for a purge: a rolling
+ * deploy still works.
  */
 function encode (event: BusEvent, origin: string, traceparent: string | undefined): string {
   const from = traceparent === undefined ? origin : `${origin};${traceparent}`
-  return `${CODES[event.type]} ${from} ${event.type === 'filled' ? event.etag : '-'} ${event.key}`
+  return `${CODES[event.type]} ${from} ${detail(event)} ${event.key}`
+}
+
+function detail (event: BusEvent): string {
+  if (event.type === 'filled') return event.etag
+  return event.type === 'staled' && event.purgedAt !== undefined ? String(event.purgedAt) : '-'
+}
+
+/** `w <origin> <ms> <name>`: a window's event; undefined for anything else, and for this instance's own. */
+function decodeWindow (message: string, ownOrigin: string): WindowEvent | undefined {
+  const [code = '', origin = '', ms = ''] = message.split(' ', 3)
+  if (code !== WINDOW_CODE || origin === ownOrigin || !/^\d+$/.test(ms)) return undefined
+  return { name: message.slice(code.length + origin.length + ms.length + 3), ms: Number(ms) }
 }
 
 /** Undefined for this instance's own messages and for anything unreadable. */
@@ -129,7 +193,7 @@ function decode (message: string, ownOrigin: string): BusEvent | undefined {
   const traced = traceparent === undefined ? {} : { traceparent }
   switch (code) {
     case 'f': return { type: 'filled', key, etag, ...traced }
-    case 's': return { type: 'staled', key, ...traced }
+    case 's': return { type: 'staled', key, ...traced, ...(/^\d+$/.test(etag) && { purgedAt: Number(etag) }) }
     case 'r': return { type: 'released', key, ...traced }
     default: return undefined
   }

@@ -1,4 +1,5 @@
-import { Cluster, Redis } from 'ioredis'
+import { Cluster, Redis, type RedisOptions } from 'ioredis'
+import type { Config } from '../config.ts'
 
 /** A single Redis or a Redis Cluster: both speak the commands the service uses, and both have `status`. */
 export type RedisClient = Redis | Cluster
@@ -18,13 +19,19 @@ export const REDIS_OPTIONS = {
   retryStrategy: (attempt: number) => Math.min(attempt * 200, 2_000)
 } as const
 
+export type RedisSettings = Pick<Config, 'REDIS_CLUSTER' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME' | 'REDIS_SENTINEL_PASSWORD'>
+
 /**
  * With REDIS_CLUSTER, REDIS_URL names one seed node: the client discovers the others. The same
  * fail-fast options apply (per node where the Cluster client takes them per node), and the credentials
  * and TLS of the URL are used for every node. A cluster has no databases, so a `/db` path is ignored.
+ * With REDIS_SENTINELS, the Sentinels name the primary (see `sentinelOptions`).
  */
-export function createRedisClient (url: string, cluster: boolean): RedisClient {
-  if (!cluster) return new Redis(url, REDIS_OPTIONS)
+export function createRedisClient (url: string, settings: RedisSettings): RedisClient {
+  if (settings.REDIS_SENTINELS !== undefined && settings.REDIS_SENTINEL_NAME !== undefined) {
+    return new Redis(url, { ...REDIS_OPTIONS, ...sentinelOptions(new URL(url), settings.REDIS_SENTINELS, settings.REDIS_SENTINEL_NAME, settings.REDIS_SENTINEL_PASSWORD) })
+  }
+  if (!settings.REDIS_CLUSTER) return new Redis(url, REDIS_OPTIONS)
   const seed = new URL(url)
   const { retryStrategy, enableOfflineQueue, enableAutoPipelining, ...nodeOptions } = REDIS_OPTIONS
   return new Cluster([{ host: seed.hostname.replace(/^\[|\]$/g, ''), port: Number(seed.port || 6379) }], {
@@ -41,7 +48,33 @@ export function createRedisClient (url: string, cluster: boolean): RedisClient {
   })
 }
 
-/** A second connection with the same settings (a subscriber cannot send ordinary commands). */
+/**
+ * ioredis's own Sentinel support: each (re)connection asks the Sentinels for the primary, and a failover drops every
+ * connection (the old primary dies, or the Sentinels kill its clients as they demote it). Without ioredis's
+ * `failoverDetector`, whose connections to the Sentinels outlive `quit()` and report their errors as unhandled.
+ * The URL's host is ignored; its credentials, database and TLS are the primary's (and, with TLS, the Sentinels' too).
+ */
+function sentinelOptions (url: URL, sentinels: string, name: string, sentinelPassword: string | undefined): RedisOptions {
+  const tls = url.protocol === 'rediss:'
+  return {
+    sentinels: sentinels.split(',').map((address) => {
+      const at = address.lastIndexOf(':')
+      return { host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) }
+    }),
+    name,
+    ...(sentinelPassword !== undefined && { sentinelPassword }),
+    sentinelRetryStrategy: REDIS_OPTIONS.retryStrategy,
+    ...(tls && { enableTLSForSentinelMode: true, sentinelTLS: {} })
+  }
+}
+
+/**
+ * A second connection with the same settings, Sentinels included (a subscriber cannot send ordinary commands). Not
+ * resubscribed by ioredis, which leaves its SUBSCRIBE's failure unhandled (a process-ending rejection when the new
+ * connection drops at once): its owner subscribes on every `ready` (RedisBus).
+ */
 export function duplicateRedisClient (client: RedisClient): RedisClient {
-  return client instanceof Cluster ? client.duplicate() : client.duplicate()
+  if (client instanceof Redis) return client.duplicate({ autoResubscribe: false })
+  const duplicate: () => RedisClient = client.duplicate
+  return duplicate.call(client)
 }

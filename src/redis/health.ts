@@ -1,9 +1,10 @@
+import { Cluster } from 'ioredis'
 import { CACHE_UNAVAILABLE } from '../errors.ts'
 import type { RedisClock } from './clock.ts'
 import type { RedisCommands } from './commands.ts'
 
-/** What the health state needs of the client: PING and TIME, its connection status and events, and a way to drop a hung connection. */
-export interface ProbedClient extends Pick<RedisCommands, 'ping' | 'time'> {
+/** What the health state needs of the client: TIME, its connection status and events, and a way to drop a hung connection. */
+export interface ProbedClient extends Pick<RedisCommands, 'time'> {
   status: string
   on: (event: 'ready' | 'close', listener: () => void) => unknown
   disconnect: (reconnect?: boolean) => void
@@ -109,16 +110,15 @@ export class RedisHealth {
     ).finally(() => { this.#probing = false })
   }
 
-  /** While up, a PING; coming up, a TIME, which also sets the clock before anyone converts a time with it. */
+  /** A TIME: coming up, it sets the clock before anyone converts a time with it; while up, it narrows the clock's error. */
   async #probeCommand (): Promise<void> {
-    if (this.#up) {
-      await this.#bounded(this.#client.ping())
-      return
-    }
+    if (!everySlotServed(this.#client)) throw new Error('a Cluster shard has no primary connected')
     const now = this.#clock.localNow
     const sentAt = now()
     const time = await this.#bounded(this.#client.time())
-    this.#clock.sync([String(time[0]), String(time[1])], sentAt, now())
+    const answer: [string, string] = [String(time[0]), String(time[1])]
+    if (this.#up) this.#clock.refine(answer, sentAt, now())
+    else this.#clock.sync(answer, sentAt, now())
   }
 
   #down (cause: unknown): void {
@@ -133,6 +133,19 @@ export class RedisHealth {
     this.#onChange(up, cause)
     for (const listener of this.#listeners) listener(up)
   }
+}
+
+/**
+ * A Cluster is up while every slot's primary is connected: a probe answered by a live shard would otherwise bring it up
+ * between the dead shard's timeouts, again and again until the failover (each time the copies held were handed back).
+ */
+function everySlotServed (client: ProbedClient): boolean {
+  if (!(client instanceof Cluster)) return true
+  const connected = new Set(client.nodes('master').map((node) => `${node.options.host ?? ''}:${node.options.port ?? ''}`))
+  if (client.slots.every((owners) => connected.has(owners[0] ?? ''))) return true
+  // Until the Cluster names the promoted replica (nothing is sent meanwhile, so no MOVED tells the client).
+  client.refreshSlotsCache()
+  return false
 }
 
 function isReply (error: unknown): boolean {

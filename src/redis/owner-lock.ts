@@ -4,17 +4,34 @@ import type { RedisCommands } from './commands.ts'
 import type { RedisHealth } from './health.ts'
 
 /**
- * Who does a job: this instance (then it must `release`, which never rejects), or another one (then wait for `settled`,
+ * Who does a job: this instance (then it must `release`, which never rejects; `lock`, absent when the job runs
+ * without one, lets a script release it with its own work), or another one (then wait for `settled`,
  * which resolves with the `traceparent` of the owner's span when the message that ended the wait carried one).
  */
 export type Claim =
-  | { owner: true, release: () => Promise<void> }
+  | { owner: true, lock?: HeldLock, release: () => Promise<void> }
   | { owner: false, settled: Promise<string | undefined> }
+
+/**
+ * A lock this instance holds, for a script that releases it along with its own work (one round trip): such a script
+ * deletes `key` only while it holds `token`, publishes the release, then calls `released` (no renewal, no second release).
+ */
+export interface HeldLock {
+  key: string
+  token: string
+  released: () => void
+}
+
+/**
+ * Sends the claim of `lockKey` (SET NX PX `ttlMs` of `token`, alone or within a script) and answers whether it was
+ * taken, or undefined when the script found no claim was needed.
+ */
+export type SendClaim = (lockKey: string, token: string, ttlMs: number) => Promise<boolean | undefined>
 
 export interface OwnerLockOptions {
   redis: Pick<RedisCommands, 'set' | 'eval'>
-  health: Pick<RedisHealth, 'run'>
-  bus: Pick<RedisBus, 'ready' | 'listen' | 'publish'>
+  health: Pick<RedisHealth, 'up' | 'run'>
+  bus: Pick<RedisBus, 'listen' | 'publish'>
   /** A lock's lifetime (see load-budget.ts); also how long a waiter waits at most before it looks again. */
   ttlMs: number
   onError: (error: unknown) => void
@@ -32,8 +49,8 @@ return 0`
 
 /**
  * One job per key across the instances sharing Redis (a load, a token exchange): a short lock with an
- * owner token, renewed while the job runs. The others are woken by the owner's release on the bus
- * (never by polling), or look again after the lock's lifetime.
+ * owner token, renewed while the job runs. The others are woken by the owner's release on the bus,
+ * or look again after the lock's lifetime (all they can do while the bus is down).
  */
 export class OwnerLock {
   readonly #options: OwnerLockOptions
@@ -43,38 +60,56 @@ export class OwnerLock {
   constructor (options: OwnerLockOptions) {
     this.#options = options
     this.ttlMs = options.ttlMs
-    options.bus.listen({
-      onEvent: (event) => this.#onEvent(event),
-      // Events may be missed from now on: nobody should wait for one.
-      onLost: () => { for (const key of [...this.#waiters.keys()]) this.#wake(key) },
-      onReady: () => {}
-    })
+    // A release missed (the bus down or flapping) costs a waiter one lifetime: it looks again then, as on a lock left by a crash.
+    options.bus.listen((event) => { this.#onEvent(event) })
   }
 
-  /** Undefined when instances cannot coordinate right now (Redis or its bus is down): the caller then goes alone. */
+  /** Undefined when instances cannot coordinate right now (Redis is down): the caller then goes alone. Without the bus, still one job. */
   async claim (key: string): Promise<Claim | undefined> {
-    const { redis, health, bus } = this.#options
+    const { redis, health } = this.#options
+    if (!health.up) return undefined
+    try {
+      return await this.claimBy(key, async (lock, token, ttlMs) => await health.run(async () => await redis.set(lock, token, 'PX', ttlMs, 'NX')) === 'OK')
+    } catch (error) {
+      this.#options.onError(error)
+      return undefined
+    }
+  }
+
+  /** The claim `send` makes (a script may claim along with a read, in one round trip), if it made one; rejects as `send` does. */
+  async claimBy (key: string, send: SendClaim): Promise<Claim | undefined> {
     const { ttlMs } = this
-    if (!bus.ready) return undefined
     // Wait before trying: a release between a failed attempt and the wait would otherwise be missed.
     const waiting = this.#wait(key)
     const token = randomBytes(12).toString('base64url')
-    let acquired: boolean
+    let acquired: boolean | undefined
     try {
-      acquired = await health.run(async () => await redis.set(lockKey(key), token, 'PX', ttlMs, 'NX')) === 'OK'
+      acquired = await send(lockKey(key), token, ttlMs)
     } catch (error) {
       waiting.cancel()
-      this.#options.onError(error)
+      throw error
+    }
+    if (acquired === undefined) {
+      waiting.cancel()
       return undefined
     }
     if (!acquired) return { owner: false, settled: waiting.settled }
     waiting.cancel()
     const renewal = setInterval(() => { this.#renew(key, token, renewal) }, ttlMs / 3).unref()
+    let held = true
+    const stopRenewing = (): void => {
+      held = false
+      clearInterval(renewal)
+    }
     return {
       owner: true,
+      // This instance's own waiters hear of its release here: the bus drops an instance's own messages.
+      lock: { key: lockKey(key), token, released: () => { stopRenewing(); this.#wake(key) } },
       release: async () => {
-        clearInterval(renewal)
+        if (!held) return
+        stopRenewing()
         await this.#release(key, token)
+        this.#wake(key)
       }
     }
   }

@@ -26,6 +26,8 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'purgeProfile',
       summary: 'Mark a member\'s cached entries stale on every instance',
       description: 'The next request for them is served STALE and revalidates once: a purge of a hot member cannot start a stampede. ' +
+        'Where Redis has replicas, 200 means one of them holds the purge too, so that it survives a failover; 503 CACHE_UNAVAILABLE ' +
+        '(with Retry-After) means Redis could not be reached, or no replica acknowledged the purge within 250 ms: retry (a purge is idempotent). ' +
         'Only when ADMIN_TOKEN is set; counted by the per-client rate limit.',
       tags: ['admin'],
       security: [{ adminToken: [] }],

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type, type Static } from '@sinclair/typebox'
 import { errorResponse } from '../http/error-response.ts'
-import { SHUTTING_DOWN } from '../errors.ts'
+import { retryAfterOf, SHUTTING_DOWN } from '../errors.ts'
 import { ErrorBody, readinessErrorResponses, unshedErrorResponses } from '../schemas/error-docs.ts'
 import { NO_STORE_HEADER, REQUEST_ID_HEADER, RETRY_AFTER_HEADER, withHeaders } from '../schemas/headers.ts'
 
@@ -11,6 +11,9 @@ const Literals = <T extends string>(values: readonly T[], description: string) =
 export const ReadinessBody = Type.Object({
   status: Literals(['ready', 'degraded', 'unavailable'], 'ready: all well; degraded: still serving (see the other fields); unavailable: shutting down'),
   redis: Literals(['up', 'down', 'not_configured'], 'the shared cache (not_configured: REDIS_URL unset, in-process cache)'),
+  bus: Type.Optional(Literals(['up', 'down'],
+    'only with REDIS_URL: whether the other instances\' events reach this one (down while Redis answers: the cache is still shared, ' +
+    'purges elsewhere reach this instance within 2 s)')),
   token: Literals(['none', 'held', 'renewing', 'failing'],
     'the upstream access token (none: not needed yet; renewing: an exchange under way; failing: no usable token, from the first ' +
     'failed or unanswered exchange until one is held again)'),
@@ -19,6 +22,10 @@ export const ReadinessBody = Type.Object({
   upstreamBudgetRps: Type.Optional(Type.Number({
     description: 'only with UPSTREAM_MAX_RPS set: the upstream calls per second allowed now (halved after an upstream 429, then ' +
       'recovering), the fleet\'s, or this instance\'s share while Redis is away'
+  })),
+  fleetInstances: Type.Optional(Type.Integer({
+    description: 'only with UPSTREAM_MAX_RPS set: the instances the budget is shared by, the live count while Redis is up; ' +
+      'while it is away, the larger of the last one seen and UPSTREAM_EXPECTED_INSTANCES'
   }))
 }, {
   examples: [
@@ -31,14 +38,14 @@ export type Readiness = Static<typeof ReadinessBody>
 type Checks = Omit<Readiness, 'status'>
 
 /**
- * Degraded (still 200) when Redis is down, the token cannot be renewed or the breaker is not closed:
+ * Degraded (still 200) when Redis or its events are down, the token cannot be renewed or the breaker is not closed:
  * the instance still serves what it has cached and stale, so taking it out of the load balancer would
  * only turn a partial outage into a total one (every instance shares the same Redis and upstream).
  * Unavailable (503) only while the instance shuts down, so that the load balancer drains it.
  */
 export function readiness (checks: Checks, closing: boolean): Readiness {
   if (closing) return { status: 'unavailable', ...checks }
-  const healthy = checks.redis !== 'down' && checks.token !== 'failing' && checks.breaker === 'closed'
+  const healthy = checks.redis !== 'down' && checks.bus !== 'down' && checks.token !== 'failing' && checks.breaker === 'closed'
   return { status: healthy ? 'ready' : 'degraded', ...checks }
 }
 
@@ -80,14 +87,16 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const budget = app.upstream.budgetRate
     const report = readiness({
       redis: app.redisLayer === undefined ? 'not_configured' : app.redisLayer.health.up ? 'up' : 'down',
+      ...(app.redisLayer !== undefined && { bus: app.redisLayer.bus.ready ? 'up' as const : 'down' as const }),
       token: app.tokens.state,
       breaker: app.upstream.breakerState,
       ...(failure !== undefined && { tokenReason: failure }),
-      ...(budget !== undefined && { upstreamBudgetRps: Math.round(budget.rps * 100) / 100 })
+      ...(budget !== undefined && { upstreamBudgetRps: Math.round(budget.rps * 100) / 100, fleetInstances: budget.instances })
     }, app.closing)
     if (report.status !== 'unavailable') return report
-    reply.code(503)
-    return { ...errorResponse(new SHUTTING_DOWN()), ...report }
+    const shuttingDown = new SHUTTING_DOWN()
+    reply.code(503).header('retry-after', retryAfterOf(shuttingDown))
+    return { ...errorResponse(shuttingDown), ...report }
   })
 }
 

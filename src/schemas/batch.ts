@@ -1,20 +1,24 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { INVALID_USERNAME } from '../errors.ts'
 import { ErrorBody, memberErrors } from './error-docs.ts'
-import { FIELD_NAME_PATTERN, Profile } from './profile.ts'
+import { StringEnum } from './common.ts'
+import { ANY_CASE, Profile, QUERY_VALUES } from './profile.ts'
 
 /** Distinct usernames one batch may name. */
 export const MAX_BATCH = 50
+
+/** Query parameters whose values come comma-separated (the route also takes them repeated). */
+export const COMMA_SEPARATED: ReadonlySet<string> = new Set(['fields'])
 
 export const BatchQuery = Type.Object({
   username: Type.Optional(Type.Array(Type.String(), {
     description: `a member's username; repeat the parameter for each one (1 to ${MAX_BATCH} distinct; duplicates count once)`,
     examples: [['alice', 'bob']]
   })),
-  fields: Type.Optional(Type.Array(Type.String({ pattern: `^ *${FIELD_NAME_PATTERN} *(?:, *${FIELD_NAME_PATTERN} *)*$` }), {
-    description: 'keep only these keys in each `user`: `query` values of `/user/:username`, case-insensitive, ' +
-      'repeated (`fields=name&fields=age`) or comma-separated (`fields=name,age`)',
-    examples: [['name', 'Credits']]
+  fields: Type.Optional(Type.Array(StringEnum(QUERY_VALUES), {
+    description: `keep only these keys in each \`user\`: \`query\` values of \`/user/:username\`, ${ANY_CASE}; ` +
+      'comma-separated (`fields=name,age`) or repeated (`fields=name&fields=age`)',
+    examples: [['name', 'credits']]
   }))
 })
 export type BatchQuery = Static<typeof BatchQuery>

@@ -1,4 +1,5 @@
 import * as errors from '../errors.ts'
+import { COMMA_SEPARATED } from './batch.ts'
 import { errorBody, type CodedError } from './common.ts'
 import { ErrorBody, refusedBeforeRouting } from './error-docs.ts'
 import { ALLOW_HEADER, NO_STORE_HEADER, READ_HEADERS_RULE, REQUEST_ID_HEADER, type HeaderDocs } from './headers.ts'
@@ -28,14 +29,21 @@ export const DOCUMENT = {
   info: {
     title: 'profile-bff',
     version: '1',
+    // Who answers for the API: a team name only, the project naming no address of its own.
+    contact: { name: 'profile-bff maintainers' },
     description: 'The Public Profile Lookup Service\'s three routes, same paths and bodies, cached and without credentials. ' +
       'Every error is `{statusCode, code, error, message}`; each operation lists the codes it can answer, those refused ' +
       'before any route runs included (a malformed request, headers or a request line too long, too slow a client): ' +
       'those, the same for every operation, are written once in the components (`RequestTimeout`, `UriTooLong`, ' +
       '`ExpectationFailed`, `HeadersTooLarge`). ' +
       'A request no operation matches answers `404 NOT_FOUND`, or `405 METHOD_NOT_ALLOWED` with `Allow` when its path ' +
-      'has other methods (components `NotFound` and `MethodNotAllowed`). Every `GET` also answers `HEAD`, with the ' +
-      `same status and headers and no body. ${READ_HEADERS_RULE}`
+      'has other methods (components `NotFound` and `MethodNotAllowed`, listed under `x-unmatched-requests`). ' +
+      `Every \`GET\` also answers \`HEAD\`, with the same status and headers and no body. ${READ_HEADERS_RULE}`
+  },
+  // The answers to a request no operation matches, by status (a place OpenAPI has none for): the components below.
+  'x-unmatched-requests': {
+    404: { $ref: '#/components/responses/NotFound' },
+    405: { $ref: '#/components/responses/MethodNotAllowed' }
   },
   servers: [{ url: '/', description: 'this service, at the origin that serves this document' }],
   tags: [
@@ -68,7 +76,22 @@ export const DOCUMENT = {
   }
 }
 
-type Operations = Record<string, { responses: Record<string, unknown> }>
+type Operations = Record<string, { responses: Record<string, unknown>, parameters?: Array<{ in: string, name: string }> }>
+
+/**
+ * Writes the comma-separated query parameters (`fields=name,age`) as such (@fastify/swagger's `transformObject`):
+ * @fastify/swagger reads `style` and `explode` off a whole querystring only, and ajv refuses them on a property.
+ */
+export function commaSeparated<D extends { paths?: object }> (document: D): D {
+  for (const operations of Object.values(document.paths ?? {}) as Operations[]) {
+    for (const { parameters = [] } of Object.values(operations)) {
+      for (const parameter of parameters) {
+        if (parameter.in === 'query' && COMMA_SEPARATED.has(parameter.name)) Object.assign(parameter, { style: 'form', explode: false })
+      }
+    }
+  }
+  return document
+}
 
 /**
  * Every operation refers to the answers refused before routing (@fastify/swagger's `transformObject`):

@@ -9,6 +9,8 @@ interface HeaderDoc {
   type: 'string' | 'integer'
   description: string
   enum?: string[]
+  /** Written on the header object, not its schema (see `requiredHeaders`). */
+  required?: true
 }
 
 export type HeaderDocs = Record<string, HeaderDoc>
@@ -35,7 +37,7 @@ export const NO_STORE_HEADER: HeaderDocs = {
 }
 
 export const RETRY_AFTER_HEADER: HeaderDocs = {
-  'retry-after': { type: 'integer', description: 'seconds to wait before asking again' }
+  'retry-after': { type: 'integer', description: 'seconds to wait before asking again (on every 503)', required: true }
 }
 
 const WWW_AUTHENTICATE_HEADER: HeaderDocs = {
@@ -90,4 +92,23 @@ export function withHeaders<T extends TSchema> (schema: T, headers: HeaderDocs):
   const documented: TSchema = { ...schema, headers }
   delete documented.$id
   return documented as T
+}
+
+type Responses = Record<string, { headers?: Record<string, { required?: boolean, schema?: { required?: unknown } }> }>
+
+/**
+ * Moves a header's `required` from its schema, where @fastify/swagger copies every field but the description, to the
+ * header object, where OpenAPI reads it (@fastify/swagger's `transformObject`).
+ */
+export function requiredHeaders<D extends { paths?: object }> (document: D): D {
+  for (const operations of Object.values(document.paths ?? {}) as Array<Record<string, { responses?: Responses }>>) {
+    for (const { responses = {} } of Object.values(operations)) {
+      for (const header of Object.values(responses).flatMap(({ headers = {} }) => Object.values(headers))) {
+        if (header.schema?.required !== true) continue
+        delete header.schema.required
+        header.required = true
+      }
+    }
+  }
+  return document
 }

@@ -9,7 +9,7 @@ export function budgetMetrics (registry: Registry): BudgetTelemetry {
   const registers = [registry]
   const calls = new Counter({
     name: `${PREFIX}calls_total`,
-    help: 'Upstream calls let through by the fleet\'s budget, by priority (caller, awaited-revalidation, background, refresh-ahead)',
+    help: 'Upstream calls let through by the fleet\'s budget, by priority (caller, background, refresh-ahead)',
     labelNames: ['priority'],
     registers
   })
@@ -31,6 +31,11 @@ export function budgetMetrics (registry: Registry): BudgetTelemetry {
     labelNames: ['scope'],
     registers
   })
+  const instances = new Gauge({
+    name: `${PREFIX}fleet_instances`,
+    help: 'The instances the budget is shared by: the live count while Redis is up, else the larger of the last seen and UPSTREAM_EXPECTED_INSTANCES',
+    registers
+  })
   // Series an operator alerts on exist from the start, at zero.
   for (const priority of PRIORITIES) dropped.labels(priority, priority === 'caller' ? 'deadline' : 'queue_full').inc(0)
   return {
@@ -40,6 +45,7 @@ export function budgetMetrics (registry: Registry): BudgetTelemetry {
     budgetRate: (value: number, scope: BudgetScope) => {
       rps.reset()
       rps.labels(scope).set(value)
-    }
+    },
+    budgetInstances: (count) => { instances.set(count) }
   }
 }

@@ -1,7 +1,12 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type OpenMetricsContentType, type PrometheusContentType } from 'prom-client'
+import type { RefusalReason } from '../errors.ts'
 import type { CacheState, Priority, Resource } from '../resources.ts'
 import { budgetMetrics } from './budget-metrics.ts'
-import type { BreakerState, BudgetScope, BudgetTelemetry, DropReason, Telemetry, UpstreamOutcome } from './telemetry.ts'
+import { busMetrics } from './bus-metrics.ts'
+import { edgeMetrics, type EdgeMetrics } from './edge-metrics.ts'
+import { refusalMetrics } from './refusal-metrics.ts'
+import { storeMetrics } from './store-metrics.ts'
+import type { BreakerState, BudgetScope, BudgetTelemetry, BusTelemetry, DropReason, StoreTelemetry, Telemetry, UpstreamOutcome } from './telemetry.ts'
 
 /** What one answered request looked like, as the request metrics label it. */
 export interface RequestObservation {
@@ -13,7 +18,6 @@ export interface RequestObservation {
 }
 
 const PREFIX = 'pbff_'
-const BREAKER_STATES: readonly BreakerState[] = ['closed', 'open', 'half_open']
 
 /** A hit is well under a millisecond, an upstream call tens of them, a timeout seconds. */
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -68,15 +72,17 @@ export class PrometheusTelemetry implements Telemetry {
   readonly #upstreamSeconds: Histogram<'resource'>
   readonly #tokenExchanges: Counter<'outcome'>
   readonly #coalesced: Counter<'resource'>
-  readonly #backoffActive: Gauge
-  readonly #backoffWindows: Counter
-  readonly #breakerState: Gauge<'state'>
-  readonly #breakerOpenings: Counter
+  readonly refusal: (reason: RefusalReason) => void
+  readonly backoff: (active: boolean) => void
+  readonly breaker: (state: BreakerState) => void
+  /** The upstream concurrency limiter, read when the metrics are rendered. */
+  readonly upstreamLimiter: EdgeMetrics['upstreamLimiter']
   readonly #redisUp: Gauge
   readonly #budget: BudgetTelemetry
-  // The states last reported, to count transitions (a repeated report is not a new window).
-  #inBackoff = false
-  #breaker: BreakerState | undefined
+  readonly budgetInstances = (count: number): void => { this.#budget.budgetInstances(count) }
+  readonly bus: BusTelemetry
+  readonly store: StoreTelemetry
+  // Undefined until Redis reports (never without REDIS_URL).
   #redisState: boolean | undefined
 
   constructor ({ exemplar }: PrometheusTelemetryOptions = {}) {
@@ -85,6 +91,13 @@ export class PrometheusTelemetry implements Telemetry {
     this.#exemplar = exemplar
     // prom-client's types bind a registry to one format; the metrics themselves take either.
     this.#budget = budgetMetrics(this.#registry as Registry)
+    this.bus = busMetrics(this.#registry as Registry)
+    this.store = storeMetrics(this.#registry as Registry)
+    this.refusal = refusalMetrics(this.#registry as Registry)
+    const edge = edgeMetrics(this.#registry as Registry)
+    this.backoff = edge.backoff
+    this.breaker = edge.breaker
+    this.upstreamLimiter = edge.upstreamLimiter
     const registers = [this.#registry]
     const enableExemplars = exemplar !== undefined
     this.contentType = this.#registry.contentType
@@ -134,27 +147,6 @@ export class PrometheusTelemetry implements Telemetry {
       labelNames: ['resource'],
       registers
     })
-    this.#backoffActive = new Gauge({
-      name: `${PREFIX}upstream_backoff_active`,
-      help: '1 while the upstream asked us to back off (429 Retry-After window), else 0',
-      registers
-    })
-    this.#backoffWindows = new Counter({
-      name: `${PREFIX}upstream_backoff_windows_total`,
-      help: 'Back-off windows entered',
-      registers
-    })
-    this.#breakerState = new Gauge({
-      name: `${PREFIX}upstream_breaker_state`,
-      help: 'The upstream circuit breaker: 1 for its current state (closed, open, half_open), 0 for the others',
-      labelNames: ['state'],
-      registers
-    })
-    this.#breakerOpenings = new Counter({
-      name: `${PREFIX}upstream_breaker_openings_total`,
-      help: 'Times the upstream circuit breaker opened',
-      registers
-    })
     this.#redisUp = new Gauge({
       name: `${PREFIX}redis_up`,
       help: '1 while Redis answers, 0 while it is down or hung (the in-process cache serves then); no sample without REDIS_URL',
@@ -167,7 +159,6 @@ export class PrometheusTelemetry implements Telemetry {
     })
     // Series an operator alerts on exist from the start, at zero, rather than appearing with the first event.
     for (const outcome of ['minted', 'failed']) this.#tokenExchanges.labels(outcome).inc(0)
-    this.breaker('closed')
   }
 
   tokenExchange (outcome: 'minted' | 'failed'): void {
@@ -188,18 +179,6 @@ export class PrometheusTelemetry implements Telemetry {
 
   coalescedWaiter (resource: Resource): void {
     this.#coalesced.inc({ resource })
-  }
-
-  backoff (active: boolean): void {
-    if (active && !this.#inBackoff) this.#backoffWindows.inc()
-    this.#inBackoff = active
-    this.#backoffActive.set(active ? 1 : 0)
-  }
-
-  breaker (state: BreakerState): void {
-    if (state === 'open' && this.#breaker !== 'open') this.#breakerOpenings.inc()
-    this.#breaker = state
-    for (const each of BREAKER_STATES) this.#breakerState.labels(each).set(each === state ? 1 : 0)
   }
 
   /** Redis's health, as the Redis layer reports it (never called without REDIS_URL: no sample then). */

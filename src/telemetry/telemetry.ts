@@ -1,3 +1,4 @@
+import type { RefusalReason } from '../errors.ts'
 import type { CacheState, Priority, Resource } from '../resources.ts'
 
 /**
@@ -25,6 +26,30 @@ export interface BudgetTelemetry {
   budgetDropped: (priority: Priority, reason: DropReason | 'deadline') => void
   /** The effective rate when it changes. */
   budgetRate: (rps: number, scope: BudgetScope) => void
+  /** The instances the budget is shared by, when that changes (see FleetSource). */
+  budgetInstances: (count: number) => void
+}
+
+/** What the in-process store holds, and its bound, in bytes as `entryBytes` counts them. */
+export interface StoreHeld {
+  entries: number
+  bytes: number
+  maxBytes: number
+}
+
+/** What the in-process store reports: how full it is, and when its bound pushes out entries still fresh (it is too small). */
+export interface StoreTelemetry {
+  /** The store to read when the metrics are rendered. */
+  memoryStore: (held: () => StoreHeld) => void
+  freshEviction: () => void
+}
+
+/** What the instances' event bus reports (see RedisBus). */
+export interface BusTelemetry {
+  /** Whether the other instances' events reach this one. */
+  up: (ready: boolean) => void
+  /** A purge elsewhere applied here, this long after it was made (Redis's clock). */
+  purgePropagation: (seconds: number) => void
 }
 
 /** The events operators watch, so that the logic classes report them without knowing how they are exported. */
@@ -35,11 +60,14 @@ export interface Telemetry extends BudgetTelemetry {
   cacheResult: (resource: Resource, state: CacheState) => void
   /** A caller that waited for a load another caller (or instance) had already started. */
   coalescedWaiter: (resource: Resource) => void
+  /** A caller answered at once with a refusal (no token, a back-off, the budget spent, the queue full, the circuit open). */
+  refusal: (reason: RefusalReason) => void
   /** Whether the upstream's back-off window (429 Retry-After) is in force. */
   backoff: (active: boolean) => void
   breaker: (state: BreakerState) => void
   /** Whether Redis answers (see RedisHealth). */
   redis: (up: boolean) => void
+  bus: BusTelemetry
 }
 
 const ignore = (): void => {}
@@ -49,11 +77,14 @@ export const noTelemetry: Telemetry = {
   upstreamCall: ignore,
   cacheResult: ignore,
   coalescedWaiter: ignore,
+  refusal: ignore,
   backoff: ignore,
   breaker: ignore,
   redis: ignore,
+  bus: { up: ignore, purgePropagation: ignore },
   budgetCall: ignore,
   budgetDeferred: ignore,
   budgetDropped: ignore,
-  budgetRate: ignore
+  budgetRate: ignore,
+  budgetInstances: ignore
 }

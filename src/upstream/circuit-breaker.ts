@@ -2,13 +2,9 @@ import type { BreakerState, Telemetry } from '../telemetry/telemetry.ts'
 
 /** Failures in a row that open the circuit, and how long it stays open before a probe: one call a second in an outage. */
 export const BREAKER_FAILURE_THRESHOLD = 5
-const BREAKER_OPEN_MS = 1_000
+export const BREAKER_OPEN_MS = 1_000
 
 export interface CircuitBreakerOptions {
-  /** Consecutive failures that open the circuit. */
-  failureThreshold?: number
-  /** How long it stays open before one probe may go through. */
-  openMs?: number
   telemetry: Pick<Telemetry, 'breaker'>
   now?: () => number
 }
@@ -17,15 +13,13 @@ export interface CircuitBreakerOptions {
 export type Permit = 'call' | 'probe'
 
 /**
- * Stops calling an upstream that keeps failing. Closed: calls go through, and `failureThreshold`
- * failures in a row open it. Open: every call is refused at once for `openMs`. Then half open: exactly
+ * Stops calling an upstream that keeps failing. Closed: calls go through, and BREAKER_FAILURE_THRESHOLD
+ * failures in a row open it. Open: every call is refused at once for BREAKER_OPEN_MS. Then half open: exactly
  * one call (the probe) goes through; its success closes the circuit, its failure opens it again.
  * Per instance: each instance learns about the upstream from its own calls.
  */
 export class CircuitBreaker {
   readonly #options: CircuitBreakerOptions
-  readonly #failureThreshold: number
-  readonly #openMs: number
   readonly #now: () => number
   #state: BreakerState = 'closed'
   #failures = 0
@@ -34,19 +28,17 @@ export class CircuitBreaker {
 
   constructor (options: CircuitBreakerOptions) {
     this.#options = options
-    this.#failureThreshold = options.failureThreshold ?? BREAKER_FAILURE_THRESHOLD
-    this.#openMs = options.openMs ?? BREAKER_OPEN_MS
     this.#now = options.now ?? Date.now
   }
 
   get state (): BreakerState {
-    if (this.#state === 'open' && this.#now() - this.#openedAt >= this.#openMs) this.#moveTo('half_open')
+    if (this.#state === 'open' && this.#now() - this.#openedAt >= BREAKER_OPEN_MS) this.#moveTo('half_open')
     return this.#state
   }
 
   /** Milliseconds until a probe may go through (0 unless open). */
   get retryInMs (): number {
-    return this.state === 'open' ? this.#openedAt + this.#openMs - this.#now() : 0
+    return this.state === 'open' ? this.#openedAt + BREAKER_OPEN_MS - this.#now() : 0
   }
 
   /** May a call go through now? In half open, once: that caller is the probe. Each permit is reported back once. */
@@ -68,7 +60,7 @@ export class CircuitBreaker {
       return
     }
     this.#failures++
-    if (this.#state === 'half_open' || this.#failures >= this.#failureThreshold) {
+    if (this.#state === 'half_open' || this.#failures >= BREAKER_FAILURE_THRESHOLD) {
       this.#openedAt = this.#now()
       this.#moveTo('open')
     }

@@ -2,10 +2,8 @@
 const QUEUE_PER_SLOT = 8
 
 export interface ConcurrencyLimiterOptions {
-  /** Slots: calls in flight at once. */
+  /** Slots: calls in flight at once; QUEUE_PER_SLOT per slot may wait, past it `full`. */
   concurrency: number
-  /** Calls waiting for a slot (default QUEUE_PER_SLOT per slot); past it, `full`. */
-  queueLimit?: number
 }
 
 /**
@@ -21,13 +19,15 @@ export class ConcurrencyLimiter {
 
   constructor (options: ConcurrencyLimiterOptions) {
     this.#concurrency = options.concurrency
-    this.#queueLimit = options.queueLimit ?? options.concurrency * QUEUE_PER_SLOT
+    this.#queueLimit = options.concurrency * QUEUE_PER_SLOT
   }
 
+  /** Slots held (read at scrape time: pbff_upstream_calls_in_flight). */
   get running (): number {
     return this.#running
   }
 
+  /** Waiters (pbff_upstream_calls_queued). */
   get queued (): number {
     return this.#waiting.length
   }

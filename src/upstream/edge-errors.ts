@@ -1,6 +1,6 @@
 import { isCancellation } from '../cancellation.ts'
 import {
-  UPSTREAM_AUTH_FAILED, UPSTREAM_BUDGET_EXHAUSTED, UPSTREAM_ERROR, UPSTREAM_INVALID_RESPONSE, UPSTREAM_OVERLOADED, UPSTREAM_RATE_LIMITED, UPSTREAM_TIMEOUT, withRetryAfter
+  UPSTREAM_AUTH_FAILED, UPSTREAM_BUDGET_EXHAUSTED, UPSTREAM_ERROR, UPSTREAM_INVALID_RESPONSE, UPSTREAM_OVERLOADED, UPSTREAM_RATE_LIMITED, UPSTREAM_TIMEOUT, refusal, withRetryAfter
 } from '../errors.ts'
 import type { UpstreamOutcome } from '../telemetry/telemetry.ts'
 import { isBudgetDropped } from './budget/priorities.ts'
@@ -80,14 +80,15 @@ export function contractError (error: unknown, signal: AbortSignal | undefined, 
 
 function factError (fact: EdgeFact, callerMs: number): Error {
   switch (fact.kind) {
+    // Refused unsent, at once: counted as refusals, built without a stack (see `refusal`).
     case 'backoff':
-      return rateLimited(fact.retryInMs / 1000)
+      return refusal('backoff', () => rateLimited(fact.retryInMs / 1000))
     case 'rate_limited':
       return rateLimited(fact.seconds)
     case 'breaker':
-      return new UPSTREAM_ERROR(`paused after repeated failures, next try within ${seconds(fact.retryInMs)} s`)
+      return refusal('breaker', () => new UPSTREAM_ERROR(`paused after repeated failures, next try within ${seconds(fact.retryInMs)} s`))
     case 'overloaded':
-      return withRetryAfter(new UPSTREAM_OVERLOADED(), seconds(fact.retryInMs))
+      return refusal('overloaded', () => withRetryAfter(new UPSTREAM_OVERLOADED(), seconds(fact.retryInMs)))
     case 'too_late':
       return new UPSTREAM_TIMEOUT(callerMs)
     case 'auth_refused':

@@ -6,12 +6,15 @@ import type { AccessToken } from './access-token.ts'
 import type { UpstreamLog } from './log.ts'
 import type { MintedToken } from './token-endpoint.ts'
 import type { Claim } from '../redis/owner-lock.ts'
+import { realTimers, type Schedule } from './budget/schedule.ts'
 import type { TokenStore } from './token-store.ts'
-import { renewalDue, retryDelay, usableUntil } from './token-timing.ts'
+import { TokenFailures } from './token-failures.ts'
+import { EXCHANGE_DEADLINE_MS, renewalDue, usableUntil } from './token-timing.ts'
 
+/** How often an instance waiting for another's exchange looks at the store again, well within the exchange's deadline. */
+const WAITER_LOOK_AGAIN_MS = EXCHANGE_DEADLINE_MS / 4
 /** What /readyz reports: no token yet, one held, an exchange under way, or the identity provider failing. */
 export type TokenState = 'none' | 'held' | 'renewing' | 'failing'
-
 export interface TokenManagerOptions {
   /** `signal` aborts an exchange given up on. */
   endpoint: { exchange: (signal: AbortSignal) => Promise<MintedToken> }
@@ -22,25 +25,27 @@ export interface TokenManagerOptions {
   /** How long an instance waits for another instance's exchange before giving up on it. */
   lockWaitMs: number
   now?: () => number
+  /** The deadline's timer, on the clock of `now` (tests move one). */
+  schedule?: Schedule
   random?: () => number
 }
 
-/** One exchange (or wait for another instance's), and when it is given up on if the provider has not answered. */
+/** One exchange (or wait for another instance's), and its own deadline: unanswered then, it has failed. */
 interface Renewal {
   promise: Promise<AccessToken>
   controller: AbortController
-  givesUpAt: number
+  deadlineAt: number
+  cancelDeadline: () => void
 }
 
 /**
- * Holds the client-credentials token. One exchange per lifetime: a token past `renewalDue` is still
- * handed out while one renewal runs in the background, so callers wait only when there is no usable
- * token at all. One exchange at a time, however many callers ask (they share one promise), and with a
- * store, one across instances (a Redis lock; the others are woken by its release). After a failed exchange
- * callers get UPSTREAM_AUTH_FAILED at once until the back-off ends, instead of one exchange each.
- * An exchange the provider has not answered by the time a failed one would have been retried is given up on
- * (aborted, counted as a failure) and the next caller starts another at once: a hung provider is retried on the
- * same schedule as a failing one, so callers recover as soon after it answers again.
+ * Holds the client-credentials token. One exchange per lifetime: a token past `renewalDue` is still handed out while
+ * one renewal runs in the background; one exchange at a time, shared by its callers, and with a store one across
+ * instances (a Redis lock; the others are woken by its release). Without a usable token, before any failure every
+ * caller waits for the exchange under way (at most EXCHANGE_DEADLINE_MS). Once one has failed (or passed that
+ * deadline unanswered), callers are refused at once (UPSTREAM_AUTH_FAILED) during the back-off, counted from the
+ * failure, and while a retry runs: only the caller that started it waits for it. The failure opens
+ * `<prefix>token:failing` for the back-off, and a retry for its deadline, so other instances refuse too.
  */
 export class TokenManager {
   readonly #endpoint: TokenManagerOptions['endpoint']
@@ -49,15 +54,12 @@ export class TokenManager {
   readonly #log: UpstreamLog
   readonly #lockWaitMs: number
   readonly #now: () => number
-  readonly #random: () => number
+  readonly #schedule: Schedule
+  readonly #failures: TokenFailures
   #current: AccessToken | undefined
   /** The last token the upstream refused: never adopted again from the store. */
   #rejected: string | undefined
   #renewal: Renewal | undefined
-  #failures = 0
-  #retryAt = 0
-  /** Why the last exchange failed, for /readyz; cleared by a token. */
-  #lastFailure: string | undefined
 
   constructor (options: TokenManagerOptions) {
     this.#endpoint = options.endpoint
@@ -66,26 +68,22 @@ export class TokenManager {
     this.#log = options.log
     this.#lockWaitMs = options.lockWaitMs
     this.#now = options.now ?? Date.now
-    this.#random = options.random ?? Math.random
+    this.#schedule = options.schedule ?? realTimers
+    this.#failures = new TokenFailures(this.#now, options.random ?? Math.random)
   }
 
-  /**
-   * `failing` from the first failed (or given up) exchange until a usable token is held again, whatever runs
-   * meanwhile: with a token, calls still succeed until it is due; without one, none does.
-   */
+  /** `failing` from the first failed (or overdue) exchange until a usable token is held again. */
   get state (): TokenState {
     const renewal = this.#renewal
     if (this.#usable(this.#current)) return renewal === undefined ? 'held' : 'renewing'
-    if (this.#failures > 0 || (renewal !== undefined && this.#overdue(renewal))) return 'failing'
+    if (this.#failures.failing || (renewal !== undefined && this.#now() >= renewal.deadlineAt)) return 'failing'
     return renewal === undefined ? 'none' : 'renewing'
   }
 
   /** Why no token can be had, while `state` is `failing`: never a token or a secret. */
   get failure (): string | undefined {
     if (this.state !== 'failing') return undefined
-    const renewal = this.#renewal
-    if (renewal !== undefined && this.#overdue(renewal)) return 'the identity provider has not answered the current exchange'
-    return this.#lastFailure
+    return this.#renewal !== undefined && this.#now() >= this.#renewal.deadlineAt ? 'the identity provider has not answered the current exchange' : this.#failures.reason
   }
 
   /** In a span that says how the token was had: `held`, `renewed` (an exchange started), `waited` (for one under way) or `adopted` (another instance's). */
@@ -101,6 +99,16 @@ export class TokenManager {
     })
   }
 
+  /**
+   * A caller's refusal known at once, without waiting: no usable token, and the provider failing (its back-off, or a
+   * retry under way). Undefined: `getToken` may answer, wait for an exchange, or start one.
+   */
+  refusesNow (): Error | undefined {
+    if (this.#usable(this.#current)) return undefined
+    this.#settleOverdue()
+    return this.#failures.refusal(this.#renewal !== undefined)
+  }
+
   /** Forget `token` after the upstream refused it; a newer one that replaced it meanwhile stays. */
   invalidate (token: AccessToken): void {
     this.#rejected = token.value
@@ -112,26 +120,27 @@ export class TokenManager {
   }
 
   #renewInBackground (): void {
-    const renewal = this.#renewal
-    if ((renewal !== undefined && !this.#overdue(renewal)) || this.#now() < this.#retryAt) return
-    // A failure is logged and counted where it happens; the current token serves while it is usable.
-    this.#renew().catch(() => {})
+    this.#settleOverdue()
+    if (this.#renewal !== undefined || this.#failures.backingOff) return
+    this.#start().promise.catch(() => {}) // counted and logged where it fails; the current token serves meanwhile
   }
 
-  /** An exchange unanswered past the moment a failed one would have been retried. */
-  #overdue (renewal: Renewal): boolean {
-    return this.#now() >= renewal.givesUpAt
+  /** An exchange past its deadline has failed, at its deadline (whenever a caller notices). */
+  #settleOverdue (): void {
+    const renewal = this.#renewal
+    if (renewal !== undefined && this.#now() >= renewal.deadlineAt) this.#giveUp(renewal)
   }
 
   async #renew (): Promise<AccessToken> {
+    // After a failure only the caller that started the retry waits for it.
+    const refused = this.refusesNow()
+    if (refused !== undefined) throw refused
     const renewal = this.#renewal
-    if (renewal !== undefined && !this.#overdue(renewal)) {
+    if (renewal !== undefined) {
       currentSpan().setAttribute('pbff.token', 'waited')
       return await renewal.promise
     }
     currentSpan().setAttribute('pbff.token', 'renewed')
-    if (renewal !== undefined) this.#giveUp(renewal)
-    else if (this.#retryAt > this.#now()) throw backingOff(this.#retryAt - this.#now())
     return await this.#start().promise
   }
 
@@ -139,26 +148,30 @@ export class TokenManager {
     const controller = new AbortController()
     const renewal: Renewal = {
       controller,
-      givesUpAt: this.#now() + retryDelay(this.#failures + 1, this.#random()),
+      deadlineAt: this.#now() + EXCHANGE_DEADLINE_MS,
+      // Past the deadline, the answer may already wait in its socket behind a late timer: read it first (the poll phase comes before setImmediate's).
+      cancelDeadline: this.#schedule(EXCHANGE_DEADLINE_MS, () => { setImmediate(() => { if (this.#renewal === renewal) this.#settleOverdue() }) }),
       promise: untilAborted(this.#obtain(controller.signal), controller.signal)
         .then((token) => {
           this.#current = token
-          this.#failures = 0
-          this.#retryAt = 0
-          this.#lastFailure = undefined
+          this.#failures.clear()
           return token
         })
-        .finally(() => { if (this.#renewal === renewal) this.#renewal = undefined })
+        .finally(() => {
+          renewal.cancelDeadline()
+          if (this.#renewal === renewal) this.#renewal = undefined
+        })
     }
     this.#renewal = renewal
     return renewal
   }
 
-  /** Aborts an overdue exchange, counted as a failure; the next one starts at once (its wait is already served). */
+  /** Aborts an exchange past its deadline: a failure at that deadline, the back-off counted from there, shared before the lock is released. */
   #giveUp (renewal: Renewal): void {
     this.#renewal = undefined
-    const error = new UPSTREAM_AUTH_FAILED('the identity provider did not answer in time; trying again')
-    this.#failed(error, false)
+    const error = new UPSTREAM_AUTH_FAILED(`the identity provider did not answer within ${EXCHANGE_DEADLINE_MS} ms`)
+    // Its write to the store goes out before the abort lets the lock go.
+    this.#failed(error, renewal.deadlineAt).catch(() => {})
     renewal.controller.abort(error)
   }
 
@@ -178,9 +191,14 @@ export class TokenManager {
       if (this.#now() >= deadline) throw new UPSTREAM_AUTH_FAILED('another instance is still exchanging credentials')
       const span = currentSpan()
       span.setAttribute('pbff.token', 'waited')
-      // The other instance's exchange, when the message that ended the wait named it.
-      linkTo(span, await claim.settled)
+      // The other instance's exchange, when the message that ended the wait named it (a look again names none).
+      linkTo(span, await Promise.race([claim.settled, this.#lookAgainSoon()]))
     }
+  }
+
+  /** A release missed while the bus is down would hold a waiter for the lock's lifetime, past the exchange's deadline. */
+  async #lookAgainSoon (): Promise<undefined> {
+    await new Promise((resolve) => { this.#schedule(WAITER_LOOK_AGAIN_MS, () => { resolve(undefined) }) })
   }
 
   async #mintAsOwner (store: TokenStore, claim: Claim & { owner: true }, signal: AbortSignal): Promise<AccessToken> {
@@ -188,6 +206,8 @@ export class TokenManager {
       // The previous owner may have finished between our look and our lock.
       const shared = await this.#fromStore(store)
       if (shared !== undefined) return shared
+      // A retry: the others refuse their callers meanwhile, rather than wait for it.
+      if (this.#failures.failing) await store.markFailing(EXCHANGE_DEADLINE_MS)
       const token = await this.#mint(signal)
       await store.write(token)
       return token
@@ -201,12 +221,7 @@ export class TokenManager {
     const shared = await store.read()
     if (shared !== undefined && shared.value !== this.#rejected && this.#now() < renewalDue(shared)) return shared
     const failingMs = await store.failingForMs()
-    if (failingMs > 0) {
-      this.#failures = Math.max(this.#failures, 1)
-      this.#retryAt = this.#now() + failingMs
-      this.#lastFailure = 'another instance found the identity provider failing'
-      throw backingOff(failingMs)
-    }
+    if (failingMs > 0) throw this.#failures.adopt(failingMs)
     return undefined
   }
 
@@ -219,25 +234,17 @@ export class TokenManager {
       return { value, issuedAt, expiresAt: issuedAt + lifetimeMs }
     } catch (error) {
       // An exchange given up on was counted then.
-      if (signal.aborted) throw error
-      const delayMs = this.#failed(error, true)
-      await this.#store?.markFailing(delayMs)
+      if (!signal.aborted) await this.#failed(error, this.#now())
       throw error
     }
   }
 
-  /** Counts a failed exchange; the next may start after the back-off (or at once). Returns that delay. */
-  #failed (error: unknown, backOff: boolean): number {
-    this.#failures++
-    const delayMs = backOff ? retryDelay(this.#failures, this.#random()) : 0
-    this.#retryAt = this.#now() + delayMs
-    this.#lastFailure = error instanceof Error ? error.message : 'the exchange failed'
+  /** Counts an exchange failed at `failedAt`; the back-off counts from then, here and (the store's window) everywhere. */
+  async #failed (error: unknown, failedAt: number): Promise<void> {
+    const delayMs = this.#failures.record(error instanceof Error ? error.message : 'the exchange failed', failedAt)
     this.#telemetry.tokenExchange('failed')
-    this.#log.warn({ err: error, attempt: this.#failures, retryInMs: delayMs }, 'token exchange failed')
-    return delayMs
+    this.#log.warn({ err: error, attempt: this.#failures.count, retryInMs: delayMs }, 'token exchange failed')
+    const leftMs = this.#failures.remainingMs
+    if (leftMs > 0) await this.#store?.markFailing(leftMs)
   }
-}
-
-function backingOff (waitMs: number): Error {
-  return new UPSTREAM_AUTH_FAILED(`the identity provider is failing; next attempt in ${Math.ceil(waitMs / 1000)} s`)
 }

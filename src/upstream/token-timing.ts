@@ -28,3 +28,10 @@ export function retryDelay (attempt: number, random: number): number {
   const step = Math.min(RETRY_CAP_MS, RETRY_BASE_MS * 2 ** (attempt - 1))
   return Math.round(step / 2 + random * step / 2)
 }
+
+/**
+ * An exchange unanswered this long has failed (sooner when UPSTREAM_TIMEOUT_MS is shorter): a token request is one
+ * small POST, and a hung provider must be retried on the back-off's schedule, so that callers recover within
+ * about 3 s of its return (this, then the first back-off of 1 to 2 s).
+ */
+export const EXCHANGE_DEADLINE_MS = 1_000

@@ -1,4 +1,5 @@
 import { interceptors, type Dispatcher } from 'undici'
+import { withoutStack } from '../errors.ts'
 import { readUpstreamProfile, readUpstreamTimeline, type ProfileResponse, type TimelineResponse } from '../schemas/profile.ts'
 import type { Priority, Resource } from '../resources.ts'
 import type { BreakerState, Telemetry, UpstreamOutcome } from '../telemetry/telemetry.ts'
@@ -13,23 +14,24 @@ import { backoff } from './interceptors/backoff.ts'
 import { breaker } from './interceptors/breaker.ts'
 import { budget } from './interceptors/budget.ts'
 import { concurrency } from './interceptors/concurrency.ts'
-import { deadline } from './interceptors/deadline.ts'
-import type { EdgeCall, EdgeOptions } from './interceptors/edge-call.ts'
-import { sent } from './interceptors/sent.ts'
+import { deadline, sent } from './interceptors/deadline.ts'
+import { sendBy, type EdgeCall, type EdgeOptions } from './interceptors/edge-call.ts'
 import { token, type TokenOptions } from './interceptors/token.ts'
 import type { UpstreamLog } from './log.ts'
 import type { RecentLatency } from './recent-latency.ts'
+import type { TokenManager } from './token-manager.ts'
 import { CONNECTION_CODES } from './transport-errors.ts'
 
 /** What a lookup found: the validated body, or that the upstream has no such member. */
 export type UpstreamAnswer<T> = { found: true, body: T } | { found: false }
 
-export interface UpstreamClientOptions extends TokenOptions {
+export interface UpstreamClientOptions extends Omit<TokenOptions, 'tokens'> {
+  tokens: TokenOptions['tokens'] & Pick<TokenManager, 'refusesNow'>
   /** Dispatcher bound to the upstream's origin (its Pool). */
   dispatcher: Dispatcher
   /** Path of UPSTREAM_BASE_URL (kept, routes appended), without a trailing slash. */
   basePath: string
-  /** A caller's whole wait: the queue, the token, the request and its body (loadBudget's callerMs). */
+  /** A sent call's own limit, from when it is sent (loadBudget's callerMs, UPSTREAM_TIMEOUT_MS). */
   callerMs: number
   limiter: ConcurrencyLimiter
   latency: RecentLatency
@@ -53,7 +55,7 @@ const retryOnceAfterConnectionError = interceptors.retry({
 
 /**
  * One typed method per upstream resource, over the origin's pool composed with the edge's interceptors (outermost
- * first): the caller's deadline, the circuit breaker, the fleet's budget, the slots and their queue, the back-off
+ * first): the call's time (its deadline until sent, its own limit once sent), the circuit breaker, the fleet's budget, the slots and their queue, the back-off
  * window, the token and its one retry after a 401, then the connection retry. Whatever ends a call becomes the contract's error in one
  * place (edge-errors.ts), and is reported here once.
  */
@@ -81,53 +83,74 @@ export class UpstreamClient {
     return this.#options.breaker.state
   }
 
-  get backoffRemainingMs (): number {
-    return this.#options.backoff.remainingMs
-  }
-
   /** The fleet's effective budget now (halved after a 429, recovering); undefined when unlimited. */
   get budgetRate (): BudgetRate | undefined {
     return this.#options.budget.rate()
   }
 
   /**
-   * `signal` aborts the call when nobody waits for its answer any more; `priority` is why it is made;
-   * `callerDeadlineAt` (the app's clock), when its caller gives up, for the budget's wait.
+   * `signal` drops the call, if it has not been sent yet, when nobody waits for its answer any more; once sent it
+   * runs to its answer or its own limit. `priority` is why it is made; `deadlineAt` (the app's clock) when the caller
+   * that started the load gives up (set at the cache boundary; absent: a call made now, `callerMs` from now).
    */
-  async profile (username: string, signal?: AbortSignal, priority: Priority = 'caller', callerDeadlineAt?: number): Promise<UpstreamAnswer<ProfileResponse>> {
-    return await this.#get('profile', `/profile/${encodeURIComponent(username)}`, readUpstreamProfile, signal, { priority, callerDeadlineAt })
+  async profile (username: string, signal?: AbortSignal, priority: Priority = 'caller', deadlineAt?: number): Promise<UpstreamAnswer<ProfileResponse>> {
+    return await this.#get('profile', `/profile/${encodeURIComponent(username)}`, readUpstreamProfile, this.#call(priority, signal, deadlineAt))
   }
 
-  async timeline (username: string, signal?: AbortSignal, priority: Priority = 'caller', callerDeadlineAt?: number): Promise<UpstreamAnswer<TimelineResponse>> {
-    return await this.#get('timeline', `/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline, signal, { priority, callerDeadlineAt })
+  async timeline (username: string, signal?: AbortSignal, priority: Priority = 'caller', deadlineAt?: number): Promise<UpstreamAnswer<TimelineResponse>> {
+    return await this.#get('timeline', `/profile/${encodeURIComponent(username)}/timeline`, readUpstreamTimeline, this.#call(priority, signal, deadlineAt))
   }
 
-  async #get<T> (
-    resource: Resource, path: string, read: (body: unknown) => T | undefined, signal: AbortSignal | undefined,
-    { priority, callerDeadlineAt }: { priority: Priority, callerDeadlineAt: number | undefined }
-  ): Promise<UpstreamAnswer<T>> {
-    const call: EdgeCall = { priority, deadlineAt: Infinity, ...(callerDeadlineAt !== undefined && { callerDeadlineAt }) }
+  /**
+   * A refusal known before any call, reported as a call refused unsent would be: the circuit open, the back-off window
+   * (as this instance knows it), no token while the identity provider fails, or the budget spent. Undefined: it may try.
+   * Cheap and synchronous, so that the cache asks it before it takes a lock or reads any more for a miss.
+   */
+  refusesNow (resource: Resource, priority: Priority, deadlineAt: number): Error | undefined {
+    const call = this.#call(priority, undefined, deadlineAt)
+    const refused = this.#knownRefusal(call)
+    return refused === undefined ? undefined : this.#failed(resource, call, refused)
+  }
+
+  /** Asked again when the call starts, so that a refusal known then spends no budget call and waits for no slot. */
+  #knownRefusal (call: EdgeCall): Error | undefined {
+    const { breaker, backoff, tokens, budget, latency } = this.#options
+    const breakerMs = breaker.retryInMs
+    if (breakerMs > 0) return withoutStack(() => new EdgeFailure({ kind: 'breaker', retryInMs: breakerMs }))
+    const backoffMs = backoff.remainingMs
+    if (backoffMs > 0) return withoutStack(() => new EdgeFailure({ kind: 'backoff', retryInMs: backoffMs }))
+    return tokens.refusesNow() ?? budget.refusesNow(call.priority, sendBy(call, latency.expectedMs))
+  }
+
+  #call (priority: Priority, unwanted: AbortSignal | undefined, deadlineAt = this.#options.now() + this.#options.callerMs): EdgeCall {
+    return { priority, deadlineAt, ...(unwanted !== undefined && { unwanted }) }
+  }
+
+  async #get<T> (resource: Resource, path: string, read: (body: unknown) => T | undefined, call: EdgeCall): Promise<UpstreamAnswer<T>> {
     // The call through the whole edge (queue, token, retries); undici's instrumentation adds the request on the wire.
-    return await inSpan('upstream.call', { 'pbff.resource': resource, 'pbff.priority': priority }, async (span) => {
+    return await inSpan('upstream.call', { 'pbff.resource': resource, 'pbff.priority': call.priority }, async (span) => {
       try {
-        const answer = await this.#answer(path, read, call, signal)
+        const answer = await this.#answer(path, read, call)
         this.#report(resource, call, answer.found ? 'ok' : 'not_found')
         span.setAttribute('pbff.upstream.outcome', answer.found ? 'ok' : 'not_found')
         return answer
       } catch (error) {
-        span.setAttribute('pbff.upstream.outcome', outcomeOf(error, signal))
-        throw this.#failed(resource, call, error, signal)
+        const coded = this.#failed(resource, call, error)
+        span.setAttribute('pbff.upstream.outcome', outcomeOf(error, unwantedBeforeSent(call)))
+        throw coded
       }
     })
   }
 
-  async #answer<T> (path: string, read: (body: unknown) => T | undefined, call: EdgeCall, signal: AbortSignal | undefined): Promise<UpstreamAnswer<T>> {
+  /** Not undici's `signal`, which would abort the request on the wire: the edge drops the call only before it is sent. */
+  async #answer<T> (path: string, read: (body: unknown) => T | undefined, call: EdgeCall): Promise<UpstreamAnswer<T>> {
+    const refused = this.#knownRefusal(call)
+    if (refused !== undefined) throw refused
     const options: EdgeOptions & Dispatcher.RequestOptions = {
       method: 'GET',
       path: this.#options.basePath + path,
       headers: { 'content-type': 'application/json', accept: 'application/json' },
-      call,
-      ...(signal !== undefined && { signal })
+      call
     }
     const { statusCode, body } = await this.#dispatcher.request(options)
     if (statusCode !== 200) {
@@ -140,10 +163,14 @@ export class UpstreamClient {
     return { found: true, body: valid }
   }
 
-  /** The caller's error for a call that failed, reported once; a call never sent for want of a token is the token's failure. */
-  #failed (resource: Resource, call: EdgeCall, error: unknown, signal: AbortSignal | undefined): Error {
+  /**
+   * The caller's error for a call that failed, reported once: a call dropped unsent because nobody wanted it is
+   * `cancelled`, any other unsent one `short_circuited` (for want of a token: the token's failure).
+   */
+  #failed (resource: Resource, call: EdgeCall, error: unknown): Error {
+    const signal = unwantedBeforeSent(call)
     const outcome = outcomeOf(error, signal)
-    if (call.sentAt !== undefined) this.#report(resource, call, outcome)
+    if (call.sentAt !== undefined || outcome === 'cancelled') this.#report(resource, call, outcome)
     else if (outcome !== 'auth_refused') this.#report(resource, call, 'short_circuited')
     const coded = contractError(error, signal, this.#options.callerMs)
     if (call.sentAt !== undefined && outcome !== 'cancelled') {
@@ -156,4 +183,9 @@ export class UpstreamClient {
     const seconds = call.sentAt === undefined ? 0 : (this.#options.now() - call.sentAt) / 1000
     this.#options.telemetry.upstreamCall(resource, outcome, seconds)
   }
+}
+
+/** Whether nobody wanting the call counts: only before it was sent, since a sent call runs to its end whoever waits. */
+function unwantedBeforeSent (call: EdgeCall): AbortSignal | undefined {
+  return call.sentAt === undefined ? call.unwanted : undefined
 }

@@ -18,6 +18,19 @@ export class Clock {
   }
 }
 
+/** A host's clock: it runs, and is `shift` off (the test moves it further to age entries); instances whose clocks disagree keep Redis's clock in step with theirs. */
+export class HostClock {
+  #shiftMs: number
+  constructor (shiftMs = 0) {
+    this.#shiftMs = shiftMs
+  }
+
+  readonly now = (): number => Date.now() + this.#shiftMs
+  advance (ms: number): void {
+    this.#shiftMs += ms
+  }
+}
+
 /** Waits, within a bound, for something a real socket or process does in the background; throws when it does not. */
 export async function eventually (check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs

@@ -67,11 +67,12 @@ export function fakeHealth (up = true): Pick<RedisHealth, 'run'> & { up: boolean
 
 /**
  * One instance's Redis layer on `redis` (its own health, bus subscription and lock), once it is up and
- * subscribed; or, on a dead Redis, one that never comes up. Closed with the test.
+ * subscribed; or, on a dead Redis, one that never comes up. Closed with the test. `commandTimeoutMs` is the
+ * health's bound on a command (the service's 500 ms by default).
  */
-export async function testLayer (t: TestContext, redis: Redis, prefix: string, lockTtlMs = 1_000): Promise<RedisLayer> {
+export async function testLayer (t: TestContext, redis: Redis, prefix: string, lockTtlMs = 1_000, commandTimeoutMs?: number): Promise<RedisLayer> {
   const clock = new RedisClock(Date.now)
-  const health = new RedisHealth({ client: redis, clock })
+  const health = new RedisHealth({ client: redis, clock, ...(commandTimeoutMs !== undefined && { commandTimeoutMs }) })
   const subscriber = redis.duplicate()
   subscriber.on('error', () => {})
   const bus = new RedisBus({ publisher: redis, health, subscriber, channel: `${prefix}events`, onError: () => {} })
@@ -89,14 +90,15 @@ export async function testLayer (t: TestContext, redis: Redis, prefix: string, l
  * deployment's channel has `instances` subscribers (each instance subscribes once it is connected).
  */
 export async function untilRedisReady (app: FastifyInstance, instances = 1): Promise<void> {
-  const { redis } = app
+  const redis = app.redisLayer?.client
   if (redis === undefined) return
   await eventually(() => app.redisLayer?.health.up === true, 'redis up')
   const channel = `${app.config.CACHE_KEY_PREFIX}v1:events`
   // On a cluster each node counts its own subscribers.
   const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis]
   await eventually(async () => {
-    const counts = await Promise.all(nodes.map(async (node) => (await node.pubsub('NUMSUB', channel) as [string, number])[1]))
+    // The app's client refuses commands for a moment while it reconnects (no offline queue): not subscribed yet.
+    const counts = await Promise.all(nodes.map(async (node) => (await node.pubsub('NUMSUB', channel) as [string, number])[1])).catch(() => [0])
     return counts.reduce((sum, count) => sum + count, 0) >= instances
   }, 'subscribed')
 }

@@ -12,9 +12,9 @@ t.test('every error export is named after its code and has a fixed status', asyn
   }
 })
 
-t.test('the README\'s error table names every code, with its status', async (t) => {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
-  const table = readme.slice(readme.indexOf('## Errors'), readme.indexOf('\n## ', readme.indexOf('## Errors') + 1))
+t.test('the reference\'s error table (docs/reference.md) names every code, with its status', async (t) => {
+  const reference = readFileSync(new URL('../../docs/reference.md', import.meta.url), 'utf8')
+  const table = reference.slice(reference.indexOf('## Errors'), reference.indexOf('\n## ', reference.indexOf('## Errors') + 1))
   const documented = new Map([...table.matchAll(/\| (\d{3}) \| `([A-Z_]+)`/g)].map((match) => [match[2], Number(match[1])]))
   for (const [name, value] of Object.entries(errors)) {
     if (typeof value !== 'function' || value.name !== 'FastifyError') continue

@@ -29,6 +29,20 @@ function readable (headers: Exchange['responseHeaders']): Exchange['responseHead
   return Object.fromEntries(listed.filter(([name, value]) => name !== 'vary' || value !== ''))
 }
 
+/**
+ * Query parameters the document shows as enums of lower-case values and says are matched in any case: the
+ * one leniency of the check, which lower-cases their values (and nothing else) before validating a request.
+ */
+const ANY_CASE_PARAMETERS = new Set(['query', 'fields'])
+
+/** `query` (a query string) with the values of ANY_CASE_PARAMETERS lower-cased. */
+function caseFolded (query: string): string {
+  return query.split('&').map((pair) => {
+    const [name = '', value] = pair.split(/=(.*)/s)
+    return value !== undefined && ANY_CASE_PARAMETERS.has(name) ? `${name}=${value.toLowerCase()}` : pair
+  }).join('&')
+}
+
 /** The document with each response it refers to (`#/components/responses/…`) written in place, as the validator reads them. */
 export function resolveResponses<D extends Record<string, unknown>> (document: D): D & { paths: object } {
   const components = (document.components as { responses: Responses }).responses
@@ -75,7 +89,7 @@ export class DocumentCheck {
     if (operation === undefined) return [`no operation for ${method} ${url}`]
     const [path = '', query = ''] = url.split(/\?(.*)/s)
     try {
-      const result = this.#validator.validateRequest({ method, path, query, headers }, operation)
+      const result = this.#validator.validateRequest({ method, path, query: caseFolded(query), headers }, operation)
       return (result.errors ?? []).map((error) => `request ${error.instancePath} ${error.message ?? ''}`)
     } catch (error) {
       // A path its parameters cannot be read from (`%ZZ`): the document cannot take it either.

@@ -1,23 +1,10 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.ts'
-import { cacheStack, eventually, REDIS_URL, simulator, testConfig, untilRedisReady } from '../helper.ts'
+import { cacheStack, eventually, gate, HostClock, REDIS_URL, simulator, testConfig, untilRedisReady } from '../helper.ts'
 
 const ADMIN_TOKEN = 'clock-admin-token'
 const authorized = { authorization: `Bearer ${ADMIN_TOKEN}` }
-
-/** A host's clock: it runs, and is `shift` off (the test moves it further to age entries). */
-class HostClock {
-  #shiftMs: number
-  constructor (shiftMs: number) {
-    this.#shiftMs = shiftMs
-  }
-
-  readonly now = (): number => Date.now() + this.#shiftMs
-  advance (ms: number): void {
-    this.#shiftMs += ms
-  }
-}
 
 /** Moves this instance's measured offset to Redis by `errorMs`: its times reach Redis `errorMs` later than they are. */
 function misjudgeOffset (app: FastifyInstance, errorMs: number): void {
@@ -72,12 +59,16 @@ t.test('two instances whose clocks are 10 minutes apart agree on freshness, Age 
 
 for (const [store, env] of [['redis', {}], ['in-process', { REDIS_URL: '' }]] as const) {
   t.test(`${store}: a purge while a load is under way is not undone by that load`, async (t) => {
-    const { app, sim, clock } = await cacheStack(t, { env: { ADMIN_TOKEN, ...env }, sim: { latencyMs: 300 } })
+    const upstream = await gate(t)
+    const { app, sim, clock } = await cacheStack(t, { env: { ADMIN_TOKEN, ...env }, gate: upstream })
+    // The load is held at the upstream until the purge is done, however long a busy machine takes to make it.
+    upstream.hold()
     const loading = app.inject('/profile/race')
-    await eventually(() => sim.callsFor('profile', 'race') === 1, 'the load reached the upstream')
+    await eventually(() => upstream.held() === 1, 'the load reached the upstream')
     clock.advance(1_000)
     const purge = await app.inject({ method: 'POST', url: '/admin/purge/race', headers: authorized })
     t.equal(purge.statusCode, 200)
+    upstream.release()
     t.equal((await loading).headers['x-cache'], 'MISS')
     t.equal((await app.inject('/profile/race')).headers['x-cache'], 'STALE', 'stored as stale: the next read revalidates')
     await eventually(async () => (await app.inject('/profile/race')).headers['x-cache'] === 'HIT', 'revalidated')
@@ -87,7 +78,8 @@ for (const [store, env] of [['redis', {}], ['in-process', { REDIS_URL: '' }]] as
 
 for (const errorMs of [200, -200]) {
   t.test(`a purge and a load on instances whose offsets disagree by ${errorMs} ms are ordered by Redis, not by the offsets`, async (t) => {
-    const { app: purger, another, sim, clock } = await cacheStack(t, { env: { ADMIN_TOKEN }, sim: { latencyMs: 300 } })
+    const upstream = await gate(t)
+    const { app: purger, another, sim, clock } = await cacheStack(t, { env: { ADMIN_TOKEN }, gate: upstream })
     const loader = await another()
     misjudgeOffset(purger, errorMs)
     const purge = async (username: string): Promise<void> => {
@@ -101,10 +93,12 @@ for (const errorMs of [200, -200]) {
     t.equal((await purger.inject('/profile/after')).headers['x-cache'], 'HIT')
     t.equal(sim.callsFor('profile', 'after'), 1)
 
+    upstream.hold()
     const loading = loader.inject('/profile/during')
-    await eventually(() => sim.callsFor('profile', 'during') === 1, 'the load reached the upstream')
+    await eventually(() => upstream.held() === 1, 'the load reached the upstream')
     clock.advance(10)
     await purge('during')
+    upstream.release()
     t.equal((await loading).headers['x-cache'], 'MISS')
     t.equal((await loader.inject('/profile/during')).headers['x-cache'], 'STALE', 'a load under way at the purge is stored stale')
     await eventually(async () => (await loader.inject('/profile/during')).headers['x-cache'] === 'HIT', 'revalidated')

@@ -2,27 +2,13 @@ import t from 'tap'
 import { Redis } from 'ioredis'
 import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.ts'
 import type { CacheDriver } from '../../src/cache/driver.ts'
-import { MemoryDriver } from '../../src/cache/memory-driver.ts'
-import { NearCopies } from '../../src/cache/near-copies.ts'
-import { SharedTier } from '../../src/cache/shared-tier.ts'
 import { RedisBus, type BusEvent } from '../../src/redis/bus.ts'
 import { RedisHealth } from '../../src/redis/health.ts'
 import { OwnerLock } from '../../src/redis/owner-lock.ts'
-import { busInstance, Clock, eventually, testPrefix } from '../helper.ts'
+import { busInstance, Clock, eventually, settle, sharedTier, testPrefix } from '../helper.ts'
 
 function lockOf ({ redis, health, events }: { redis: Redis, health: RedisHealth, events: RedisBus }, ttlMs: number): OwnerLock {
   return new OwnerLock({ redis, health, bus: events, ttlMs, onError: () => {} })
-}
-
-/** This instance's tier over `driver`, on its Redis bus. */
-function tierOver (driver: CacheDriver, bus: RedisBus, now: () => number): SharedTier {
-  return new SharedTier({
-    driver,
-    bus,
-    copies: new NearCopies({ ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000, now }),
-    alone: new MemoryDriver({ maxEntries: 10, maxBytes: 1_000_000, purgeMemoryMs: 60_000, now }),
-    onError: () => {}
-  })
 }
 
 /** A probe of whether a promise has settled yet. */
@@ -38,8 +24,8 @@ t.test('events reach the other instances, never the sender, whatever the key hol
   const b = await busInstance(t, channel)
   const heardByA: BusEvent[] = []
   const heardByB: BusEvent[] = []
-  a.events.listen({ onEvent: (event) => heardByA.push(event), onLost: () => {}, onReady: () => {} })
-  b.events.listen({ onEvent: (event) => heardByB.push(event), onLost: () => {}, onReady: () => {} })
+  a.events.listen((event) => heardByA.push(event))
+  b.events.listen((event) => heardByB.push(event))
   const sent: BusEvent[] = [
     { type: 'filled', key: 'p:v1:{a b}:profile', etag: '"tag"' },
     { type: 'staled', key: 'p:v1:{x}:timeline' },
@@ -81,6 +67,28 @@ t.test('a waiting instance is woken by the owner\'s release, not by a timer', as
   if (next?.owner === true) await next.release()
 })
 
+t.test('a waiter of the owner\'s own instance is woken by its release too (the bus drops an instance\'s own messages)', async (t) => {
+  const channel = `${testPrefix(t)}events`
+  const key = `${testPrefix(t)}v1:{w}:profile`
+  const instance = await busInstance(t, channel)
+  const lock = lockOf(instance, 60_000)
+  for (const how of ['release', 'released by the store\'s script'] as const) {
+    const first = await lock.claim(key)
+    const second = await lock.claim(key)
+    if (first?.owner !== true || second?.owner !== false) throw new Error('expected one owner and one waiter')
+    const woken = watch(second.settled)
+    if (how === 'release') {
+      await first.release()
+    } else {
+      // What the store-and-release script does along with its write.
+      await instance.redis.del(`${key}:lock`)
+      first.lock?.released()
+    }
+    await settle()
+    t.equal(woken(), true, `${how}: woken at once, not after the lock's 60 s lifetime`)
+  }
+})
+
 t.test('a release by an owner whose lock expired does not free the new owner\'s lock', async (t) => {
   const channel = `${testPrefix(t)}events`
   const key = `${testPrefix(t)}v1:{x}:profile`
@@ -94,22 +102,21 @@ t.test('a release by an owner whose lock expired does not free the new owner\'s 
   t.equal(await a.redis.get(`${key}:lock`), 'new-owner')
 })
 
-t.test('without the events channel, instances do not coordinate (nobody would be woken)', async (t) => {
+t.test('without the events channel, one instance still owns the job; a waiter looks again after the lock\'s lifetime', async (t) => {
   const channel = `${testPrefix(t)}events`
   const a = await busInstance(t, channel)
-  const coalescer = lockOf(a, 60_000)
-  const waiting = await (async () => {
-    await a.redis.set(`${channel}-k:lock`, 'someone', 'PX', 60_000)
-    return await coalescer.claim(`${channel}-k`)
-  })()
-  if (waiting?.owner !== false) throw new Error('expected a waiter')
-  const woken = watch(waiting.settled)
+  const coalescer = lockOf(a, 200)
   await a.events.close()
-  await eventually(woken, 'a lost subscription wakes the waiters at once')
-  t.equal(await coalescer.claim('another-key'), undefined)
+  await a.redis.set(`${channel}-k:lock`, 'someone', 'PX', 60_000)
+  const waiting = await coalescer.claim(`${channel}-k`)
+  if (waiting?.owner !== false) throw new Error('expected a waiter: the lock is Redis\'s, not the bus\'s')
+  await waiting.settled
+  const next = await coalescer.claim('another-key')
+  t.equal(next?.owner, true, 'a free key is owned at once')
+  if (next?.owner === true) await next.release()
 })
 
-t.test('the in-process tier: hits cost no shared read; other instances\' fills and purges drop copies', async (t) => {
+t.test('the in-process tier: hits cost no shared read; other instances\' fills and purges drop copies, or the copies\' 2 s bound without the channel', async (t) => {
   const channel = `${testPrefix(t)}events`
   const a = await busInstance(t, channel)
   const b = await busInstance(t, channel)
@@ -122,7 +129,7 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
     purgeMark: async () => '',
     markStale: async () => 0
   }
-  const tier = tierOver(driver, a.events, clock.now)
+  const { tier } = sharedTier({ driver, bus: a.events, now: clock.now })
   const v1 = createEntry(200, '"v1"', clock.now(), { freshMs: 300_000, staleMs: 0 })
   await tier.set('k', v1)
   for (let i = 0; i < 5; i++) t.same(await tier.get('k'), v1)
@@ -143,12 +150,14 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
 
   await a.events.close()
   const before = sharedReads
-  t.equal((await tier.get('k'))?.body, '"v2"', 'without the channel, the copy is kept for its whole life')
-  clock.advance(60_000)
-  t.equal((await tier.get('k'))?.body, '"v2"', 'past the few seconds of a copy')
+  t.equal((await tier.get('k'))?.body, '"v2"', 'without the channel, a copy serves what is left of its bound')
+  t.equal(sharedReads, before)
+  clock.advance(2_000)
   const v3 = createEntry(200, '"v3"', clock.now(), { freshMs: 300_000, staleMs: 0 })
-  await tier.set('k', v3)
-  t.same(await tier.get('k'), v3, 'without the channel, the tier is the cache on its own')
-  t.equal(sharedReads, before, 'and the shared store is neither read')
-  t.same(held.get('k'), v2, 'nor written')
+  held.set('k', v3)
+  t.equal((await tier.get('k'))?.body, '"v3"', 'past the bound Redis is read: a fill or purge elsewhere, unheard, is seen within 2 s')
+  t.equal(sharedReads, before + 1, 'one shared read')
+  const v4 = createEntry(200, '"v4"', clock.now(), { freshMs: 300_000, staleMs: 0 })
+  await tier.set('k', v4)
+  t.same(held.get('k'), v4, 'and a fill is written there: Redis is still the cache')
 })

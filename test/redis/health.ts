@@ -74,3 +74,31 @@ t.test('a hang with no traffic is seen by the probe, and only the probe brings R
   t.equal(health.up, false, 'a lost connection is down at once')
   t.same(changes, [true, false, true, false])
 })
+
+t.test('each probe\'s TIME narrows the clock\'s error while Redis is up; a step of the host\'s clock waits for the next reconnection', async (t) => {
+  const client = new FakeClient()
+  let local = 5_000_000
+  // Redis reads its clock at once, and its answer takes `slowMs` to be read here (a process busy starting).
+  let slowMs = 400
+  let asked = 0
+  client.time = async () => {
+    asked++
+    const answer = [Math.floor(client.redisTimeMs / 1000), (client.redisTimeMs % 1000) * 1000]
+    local += slowMs
+    client.redisTimeMs += slowMs
+    return answer
+  }
+  const clock = new RedisClock(() => local)
+  const health = new RedisHealth({ client, clock, downProbeMs: 10, upProbeMs: 20, commandTimeoutMs: 50 })
+  t.teardown(() => health.close())
+  await eventually(() => health.up, 'probed up')
+  t.equal(clock.errorMs, 201, 'half the first round trip, and a millisecond of rounding')
+  t.equal(clock.toRedis(local) - client.redisTimeMs, -200, 'its offset: 200 ms off')
+  slowMs = 0
+  await eventually(() => clock.errorMs === 1, 'a quick TIME narrows it')
+  t.equal(clock.toRedis(local), client.redisTimeMs, 'on Redis\'s clock now')
+  local += 60_000
+  const before = asked
+  await eventually(() => asked > before + 1, 'probed since the step')
+  t.equal(clock.toRedis(local) - client.redisTimeMs, 60_000, 'the step is not taken while up (it is at the next reconnection)')
+})

@@ -6,7 +6,7 @@ import { cacheStack, eventually, RedisServer, untilRedisReady } from '../helper.
 const ADMIN_TOKEN = 'outage-admin-token'
 const USERNAMES = ['alice', 'bob', ...Array.from({ length: 7 }, (_, i) => `member-${i}`)]
 
-t.test('Redis killed under traffic: only 200s, the in-process cache shelters the upstream; after a restart, sharing again without a burst', async (t) => {
+t.test('Redis killed under traffic: only 200s, the in-process cache shelters the upstream; after a restart, sharing again at one revalidation a key at most', async (t) => {
   const redis = await RedisServer.start(t)
   const { app, sim } = await cacheStack(t, { env: { REDIS_URL: redis.url, ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: '0' }, sim: { latencyMs: 20 } })
   t.equal((await app.inject('/profile/alice')).headers['x-cache'], 'MISS')
@@ -34,7 +34,7 @@ t.test('Redis killed under traffic: only 200s, the in-process cache shelters the
   await eventually(async () => (await app.inject('/readyz')).json().redis === 'down', '/readyz says down', 3_000)
   const killedAt = sent
   await eventually(() => sent >= killedAt + 400, 'traffic during the outage')
-  t.same((await app.inject('/readyz')).json(), { status: 'degraded', redis: 'down', token: 'held', breaker: 'closed' })
+  t.same((await app.inject('/readyz')).json(), { status: 'degraded', redis: 'down', bus: 'down', token: 'held', breaker: 'closed' })
   const outageCalls = USERNAMES.map((username, i) => sim.callsFor('profile', username) - (callsBefore[i] ?? 0))
   t.same(outageCalls, USERNAMES.map(() => 0), 'no upstream call: what this instance held serves for its freshness')
 
@@ -50,7 +50,9 @@ t.test('Redis killed under traffic: only 200s, the in-process cache shelters the
   stop.abort()
   await traffic
   t.same([...statuses.keys()], [200], 'nothing but 200s')
-  t.same(USERNAMES.map((username) => sim.callsFor('profile', username)), callsBack, 'Redis back (empty): no upstream call, the entries were handed over')
+  // Redis came back empty: a purge made meanwhile may be lost with its data, so what is handed back is stored stale.
+  const revalidations = USERNAMES.map((username, i) => sim.callsFor('profile', username) - (callsBack[i] ?? 0))
+  t.ok(revalidations.every((calls) => calls <= 1), `Redis back (empty): the entries handed over stale, revalidated once at most: ${revalidations.join(' ')}`)
   const dora = sim.callsFor('profile', 'dora')
   t.equal((await app.inject('/profile/dora')).headers['x-cache'], 'MISS')
   t.equal((await app.inject('/profile/dora')).headers['x-cache'], 'HIT', 'the cache is used again')

@@ -56,7 +56,7 @@ t.test('a newer instance reads an older instance\'s messages (no traceparent) an
   const channel = `${testPrefix(t)}events`
   const events = await bus(t, channel)
   const heard: BusEvent[] = []
-  events.listen({ onEvent: (event) => heard.push(event), onLost: () => {}, onReady: () => {} })
+  events.listen((event) => heard.push(event))
   const publisher = rawRedis(t)
   const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
   await publisher.publish(channel, 'f older "v1" p:v1:{k}:profile')

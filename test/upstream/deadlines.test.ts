@@ -1,50 +1,93 @@
+import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
+import { loadBudget } from '../../src/load-budget.ts'
 import { cacheStack, Clock, eventually, metric, parseMetrics, stack, tally, usernames } from '../helper.ts'
 
-// A caller's wait for the upstream, queue included, ends UPSTREAM_TIMEOUT_MS after it asked.
+// A caller's wait for the upstream, queue included, ends UPSTREAM_TIMEOUT_MS after it asked (plus a margin); a sent
+// call ends at its answer or UPSTREAM_TIMEOUT_MS after it was sent, and its answer is kept (issue 32).
+// No test races a stopwatch: what is asserted is counts (calls at the upstream, outcomes), with timings that leave
+// hundreds of milliseconds either side.
+
+/** The app's count of upstream calls that ended with `outcome`. */
+async function outcomes (app: FastifyInstance, outcome: string): Promise<number> {
+  return metric(parseMetrics((await app.inject('/metrics')).body), 'pbff_upstream_calls_total', { resource: 'profile', outcome }) ?? 0
+}
 
 // Each test has an app and a simulator of its own and spends most of its time waiting on real deadlines, so the
-// tests run side by side. Building an app holds the event loop for up to a few hundred ms at a time, so the tests
-// whose first loads must fit a deadline of a few hundred ms, or whose timed margins are that short, run alone, first
-// (`buffered: false`: tap starts such a test once those before it have ended, and runs the rest side by side after it).
+// tests run side by side.
 t.jobs = 4
 
-t.test('a stale entry is still served when the upstream would take longer than the deadline', { buffered: false }, async (t) => {
+t.test('a stale entry is still served when the upstream would take longer than the deadline', async (t) => {
   const clock = new Clock(Date.now())
-  const { app, sim } = await stack(t, { now: clock.now, env: { UPSTREAM_TIMEOUT_MS: '300', PROFILE_TTL_SECONDS: '60' } })
-  t.equal((await app.inject('/profile/alice')).statusCode, 200)
+  const { app, sim } = await stack(t, { now: clock.now, env: { UPSTREAM_TIMEOUT_MS: '1000', PROFILE_TTL_SECONDS: '60' } })
+  // However slow a busy machine makes this first load, its call is kept: the entry is stored either way.
+  await app.inject('/profile/alice')
+  await eventually(async () => await outcomes(app, 'ok') === 1, 'alice is cached')
   clock.advance(61_000)
   sim.failAlways({ kind: 'hang' })
-  const started = Date.now()
   const res = await app.inject('/profile/alice')
   t.equal(res.statusCode, 200)
   t.equal(res.headers['x-cache'], 'STALE')
-  t.ok(Date.now() - started < 300, 'at once, while the revalidation runs into its own deadline')
-  await eventually(() => sim.stats.abortedResponses === 1, 'the revalidation was aborted at its deadline')
+  t.equal(await outcomes(app, 'timeout'), 0, 'answered while the revalidation was still out')
+  await eventually(() => sim.stats.abortedResponses === 1, 'the revalidation was aborted at its own limit')
+  t.equal(await outcomes(app, 'timeout'), 1)
 })
 
-t.test('callers queued behind a slow upstream leave the queue with 504 once their time cannot cover a call, never sent', { buffered: false }, async (t) => {
-  // One slot, 700 ms per call, 1 s of budget: the first is served; the upstream has been taking 700 ms, so the
-  // others leave the queue 300 ms in (their remaining time below 700 ms), answered 504 without reaching it.
-  const timeoutMs = 1_000
-  const { app, sim } = await stack(t, { env: { UPSTREAM_MAX_CONCURRENCY: '1', UPSTREAM_TIMEOUT_MS: String(timeoutMs) }, sim: { latencyMs: 700 } })
+t.test('a caller whose time runs out before the upstream answers gets 504; the answer, when it comes, is stored for the next caller', async (t) => {
+  // One slot: the holder's call is quick enough that what it teaches leaves time to send the next one; the slow one's
+  // call then takes so long that its caller's wait ends well before the answer, and the call's own limit well after.
+  const timeoutMs = 3_000
+  const { callerWaitMs, callerLoadMs, callerMs } = loadBudget({ UPSTREAM_TIMEOUT_MS: timeoutMs })
+  const holderMs = 1_000
+  const slowMs = 2_200
+  t.ok(callerLoadMs - 2 * holderMs >= 500 && holderMs + slowMs - callerWaitMs >= 500 && callerMs - slowMs >= 500, 'hundreds of ms either side')
+  const { app, sim } = await stack(t, { env: { UPSTREAM_MAX_CONCURRENCY: '1', UPSTREAM_TIMEOUT_MS: String(timeoutMs) }, sim: { latencyMs: holderMs } })
   await app.tokens.getToken()
-  t.equal((await app.inject('/profile/warm')).statusCode, 200, 'token held, connection open, one duration learnt')
-  const callsBefore = sim.stats.dataCalls
+  const holder = app.inject('/profile/holder')
+  await eventually(() => sim.callsFor('profile', 'holder') === 1, 'the holder has the only slot')
+  sim.options.latencyMs = slowMs
+  const late = await app.inject('/profile/slow')
+  t.same(late.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: `The profile service did not answer within ${timeoutMs} ms` })
+  t.equal((await holder).statusCode, 200)
+  t.equal(sim.callsFor('profile', 'slow'), 1, 'its call was sent')
+  await eventually(async () => await outcomes(app, 'ok') === 2, 'and answered after its caller had gone')
+  const next = await app.inject('/profile/slow')
+  t.equal(next.statusCode, 200)
+  t.equal(next.headers['x-cache'], 'HIT', 'the answer was stored')
+  t.equal(sim.callsFor('profile', 'slow'), 1, 'no second call')
+  t.equal(sim.stats.abortedResponses, 0, 'nothing cut off at the upstream')
+})
 
-  const started = Date.now()
-  const answers = await Promise.all(usernames(6).map(async (name) => {
-    const res = await app.inject(`/profile/${name}`)
-    return { res, waitedMs: Date.now() - started }
-  }))
-  t.same(tally(answers.map(({ res }) => res)), { 200: 1, '504 UPSTREAM_TIMEOUT': 5 })
-  const longest = Math.max(...answers.map(({ waitedMs }) => waitedMs))
-  t.ok(longest < timeoutMs + 250, `every caller answered within the deadline and a margin (longest ${longest} ms)`)
-  t.equal(sim.stats.dataCalls - callsBefore, 1, 'only the call that could be answered was sent')
-  t.equal(sim.stats.abortedResponses, 0, 'none was cut off at the upstream')
+t.test('shutdown waits for a sent call, and stores its answer before Redis closes', async (t) => {
+  const { app, sim, another } = await cacheStack(t, { sim: { latencyMs: 1_000 } })
+  const second = await another()
+  const lookup = app.inject('/profile/closing').catch(() => undefined)
+  await eventually(() => sim.callsFor('profile', 'closing') === 1, 'the call is at the upstream')
+  await app.close()
+  await lookup
+  t.equal(sim.stats.abortedResponses, 0, 'the call was not cut off')
+  const res = await second.inject('/profile/closing')
+  t.equal(res.headers['x-cache'], 'HIT', 'its answer was stored before Redis closed')
+  t.equal(sim.callsFor('profile', 'closing'), 1)
+})
+
+t.test('callers queued behind a slow upstream leave the queue with 504 once their time cannot cover a call, never sent', async (t) => {
+  // One slot held by a hung call; the upstream has been taking more than the queued callers' time less a margin: they
+  // leave the queue 504 long before the holder's call ends at its own limit.
+  const timeoutMs = 2_000
+  const { callerLoadMs } = loadBudget({ UPSTREAM_TIMEOUT_MS: timeoutMs })
+  const { app, sim } = await slowUpstream(t, callerLoadMs - 200, { UPSTREAM_TIMEOUT_MS: String(timeoutMs) })
+  const callsBefore = sim.stats.dataCalls
+  sim.failNext({ kind: 'hang' })
+  const holder = app.inject('/profile/holder')
+  await eventually(() => sim.callsFor('profile', 'holder') === 1, 'the holder has the only slot, and keeps it')
+  const answers = await Promise.all(usernames(5).map(async (name) => await app.inject(`/profile/${name}`)))
+  t.same(tally(answers), { '504 UPSTREAM_TIMEOUT': 5 })
+  t.equal(await outcomes(app, 'timeout'), 0, 'answered before the holder\'s call ended')
+  t.equal(sim.stats.dataCalls - callsBefore, 1, 'only the holder\'s call was sent')
+  t.equal(await outcomes(app, 'short_circuited'), 5)
+  t.equal((await holder).statusCode, 504, 'the holder\'s call ran into its own limit')
   t.equal(app.upstream.breakerState, 'closed')
-  sim.options.latencyMs = 0 // what is checked is that the slot is free (taken within 300 ms), not another 700 ms call
-  t.equal((await app.inject('/profile/afterwards')).statusCode, 200, 'the queue drained')
 })
 
 t.test('a queued call whose deadline passed on the app clock is dropped when its slot comes, without calling the upstream', async (t) => {
@@ -90,11 +133,9 @@ t.test('a queued call is not sent once its caller\'s remaining time is below wha
   sim.failNext({ kind: 'hang' })
   const hung = app.inject('/profile/holder-2')
   await eventually(() => sim.callsFor('profile', 'holder-2') === 1, 'the holder has the only slot, and keeps it')
-  const started = Date.now()
   const late = await app.inject('/profile/late')
-  const waitedMs = Date.now() - started
   t.same(late.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 2000 ms' })
-  t.ok(waitedMs < 1_000, `answered once its time could no longer cover a call (${waitedMs} ms), not at its deadline`)
+  t.equal(await outcomes(app, 'timeout'), 0, 'answered once its time could no longer cover a call, before the holder\'s ended')
   t.equal(sim.callsFor('profile', 'late'), 0, 'never sent')
   const metrics = parseMetrics((await app.inject('/metrics')).body)
   t.equal(metric(metrics, 'pbff_upstream_calls_total', { resource: 'profile', outcome: 'short_circuited' }), 1)
@@ -121,13 +162,11 @@ t.test('a caller waiting for another instance\'s load waits no longer than its o
   sim.failAlways({ kind: 'hang' })
   const first = app.inject('/profile/hung')
   await eventually(() => sim.callsFor('profile', 'hung') === 1, 'A\'s call is at the upstream')
-  const asked = Date.now()
   const waiter = await b.inject('/profile/hung')
-  const waitedMs = Date.now() - asked
   t.equal(waiter.statusCode, 504)
   t.equal(waiter.json().code, 'UPSTREAM_TIMEOUT')
-  // Before, B waited for A's lock (up to 2 s), then loaded itself (2 s more).
-  t.ok(waitedMs < timeoutMs + 1_000, `answered within its own time and a margin (${waitedMs} ms)`)
+  // Before, B waited for A's lock (up to 2 s), then loaded itself (2 s more): its own call would then have been sent.
+  t.equal(sim.callsFor('profile', 'hung'), 1, 'answered within its own time, without a call of its own')
   t.equal((await first).statusCode, 504)
   sim.failAlways(undefined)
 })

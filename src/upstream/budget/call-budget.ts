@@ -1,5 +1,5 @@
 import { isDeadline } from '../../cancellation.ts'
-import { UPSTREAM_BUDGET_EXHAUSTED, withRetryAfter } from '../../errors.ts'
+import { refusal, UPSTREAM_BUDGET_EXHAUSTED, withRetryAfter } from '../../errors.ts'
 import type { BudgetRate, FleetSource, Grant } from './fleet-source.ts'
 import type { Priority } from '../../resources.ts'
 import { noTelemetry, type BudgetTelemetry } from '../../telemetry/telemetry.ts'
@@ -11,10 +11,7 @@ import { rank, WaitingLine, type Waiter } from './waiting-line.ts'
 
 /** After a lease that failed unexpectedly, ask again this much later rather than at once. */
 const RETRY_AFTER_FAILURE_MS = 100
-/**
- * Retries are spread this share of their delay either side: instances waiting for the same refill ask in a random
- * order, so they take turns instead of the first to have asked always winning.
- */
+/** Retries are spread this share of their delay either side: instances waiting for one refill take turns in a random order. */
 const RETRY_JITTER = 0.5
 
 export interface CallBudgetOptions {
@@ -24,6 +21,8 @@ export interface CallBudgetOptions {
   /** In [0, 1): spreads the retries. */
   random?: () => number
   telemetry?: BudgetTelemetry
+  /** Work nobody waits for waits no longer (nor its class's bound): it may hold its key's lock, which callers elsewhere wait for. */
+  backgroundWaitMs?: number
   onError: (error: unknown) => void
 }
 
@@ -37,10 +36,10 @@ interface Next {
  * The gate every upstream call passes before it is sent. Calls in hand (leased from the fleet's bucket) go to the
  * waiters of the highest class first, first come first served within a class; one lease at a time is asked for, for
  * all the waiters at once. A waiter whose signal aborts leaves at once: a caller at its deadline with
- * UPSTREAM_BUDGET_EXHAUSTED (and Retry-After), anyone else with the signal's reason; a caller the budget is too
- * short to reach before it must be sent is refused so at once. Background and refresh-ahead
- * work is dropped (BudgetDropped) when too many of its class wait, or when it has waited too long. The one exception
- * to the order: refresh-ahead goes first, as a caller would, while its reserve (a tenth of the rate) lasts.
+ * UPSTREAM_BUDGET_EXHAUSTED (and Retry-After), anyone else with the signal's reason; a caller the budget is too short
+ * to reach before it must be sent is refused so at once. Background and refresh-ahead work is dropped (BudgetDropped)
+ * when too many of its class wait, or when it has waited too long. The one exception to the order: refresh-ahead goes
+ * first, as a caller would, while its reserve (a tenth of the rate) lasts.
  */
 export class CallBudget {
   readonly #source: CallBudgetOptions['source']
@@ -49,6 +48,7 @@ export class CallBudget {
   readonly #random: () => number
   readonly #telemetry: BudgetTelemetry
   readonly #onError: (error: unknown) => void
+  readonly #backgroundWaitMs: number
   readonly #waiting = new WaitingLine()
   readonly #reserve: Reserve
   readonly #pace: CallerPace
@@ -71,6 +71,7 @@ export class CallBudget {
     this.#random = options.random ?? Math.random
     this.#telemetry = options.telemetry ?? noTelemetry
     this.#onError = options.onError
+    this.#backgroundWaitMs = options.backgroundWaitMs ?? Infinity
   }
 
   /** Resolves when the call may be sent, which must be by `sendBy` (the app's clock); see the class for how it rejects. */
@@ -80,8 +81,8 @@ export class CallBudget {
     const rules = RULES[priority]
     const queue = this.#waiting.of(priority)
     if (queue.length >= rules.maxQueued) throw this.#dropped(priority, 'queue_full')
-    // Told now rather than at its deadline: it would have waited all its time for a 503 (a retry pending: short).
-    if (rules.callerFacing && this.#retry !== undefined && this.#unreachable(this.#waiting.from(priority) + 1, sendBy)) throw this.#exhausted(priority)
+    const refused = this.refusesNow(priority, sendBy)
+    if (refused !== undefined) throw refused
     await new Promise<void>((resolve, reject) => {
       const leave = (): void => {
         queue.splice(queue.indexOf(waiter), 1)
@@ -90,9 +91,10 @@ export class CallBudget {
       }
       const waiter: Waiter = { priority, sendBy, grant: () => { leave(); resolve() }, refuse: (error) => { leave(); reject(error) } }
       const abort = (): void => { waiter.refuse(this.#refusal(priority, signal.reason)) }
-      const cancelWait = rules.maxWaitMs === Infinity
+      const maxWaitMs = rules.callerFacing ? rules.maxWaitMs : Math.min(rules.maxWaitMs, this.#backgroundWaitMs)
+      const cancelWait = maxWaitMs === Infinity
         ? () => {}
-        : this.#schedule(rules.maxWaitMs, () => { waiter.refuse(this.#dropped(priority, 'waited_too_long')) })
+        : this.#schedule(maxWaitMs, () => { waiter.refuse(this.#dropped(priority, 'waited_too_long')) })
       signal.addEventListener('abort', abort, { once: true })
       queue.push(waiter)
       // A retry pending says the budget is short already.
@@ -100,6 +102,12 @@ export class CallBudget {
       this.#pump()
     })
     this.#let(priority)
+  }
+
+  /** A caller's refusal known before it queues (a retry pending: the budget is short; those ahead keep it past `sendBy`): now, not a 503 at its deadline. */
+  refusesNow (priority: Priority, sendBy: number): Error | undefined {
+    if (!RULES[priority].callerFacing || this.#retry === undefined || !this.#unreachable(this.#waiting.from(priority) + 1, sendBy)) return undefined
+    return this.#exhausted(priority)
   }
 
   /** An upstream 429 (Retry-After `holdMs`): the calls in hand are given up and the rate is halved. */
@@ -175,7 +183,7 @@ export class CallBudget {
     this.#pump()
     if (grant.retryInMs > 0) {
       this.#refuseUnreachable()
-      this.#markDeferred()
+      for (const waiter of this.#waiting.all()) this.#defer(waiter)
     }
   }
 
@@ -186,10 +194,6 @@ export class CallBudget {
   #refuseUnreachable (): void {
     const late = this.#waiting.callersPast((place, sendBy) => this.#unreachable(place, sendBy))
     for (const waiter of late) waiter.refuse(this.#exhausted(waiter.priority))
-  }
-
-  #markDeferred (): void {
-    for (const waiter of this.#waiting.all()) this.#defer(waiter)
   }
 
   #defer (waiter: Waiter): void {
@@ -211,7 +215,7 @@ export class CallBudget {
   #exhausted (priority: Priority): Error {
     this.#telemetry.budgetDropped(priority, 'deadline')
     const seconds = this.#expectedWaitMs(priority) / 1000
-    return withRetryAfter(new UPSTREAM_BUDGET_EXHAUSTED(Math.max(1, Math.ceil(seconds))), seconds)
+    return withRetryAfter(refusal('budget', () => new UPSTREAM_BUDGET_EXHAUSTED(Math.max(1, Math.ceil(seconds)))), seconds)
   }
 
   /** Whether the caller at `place` in the line (1: the next) can expect to be sent only after `sendBy`. */

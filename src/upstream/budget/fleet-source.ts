@@ -1,4 +1,5 @@
 import type { RedisHealth } from '../../redis/health.ts'
+import type { Membership } from '../../redis/membership.ts'
 import type { SharedBudgetBucket } from '../../redis/budget-bucket.ts'
 import { effectiveRps, MAX_HOLD_MS, sliceAt, type BudgetSettings, type Slowdown } from './law.ts'
 import { LocalBucket } from './local-bucket.ts'
@@ -19,6 +20,8 @@ export interface BudgetRate {
   scope: BudgetScope
   /** What this instance may expect of it. */
   shareRps: number
+  /** The instances it is shared by: the live count, or while Redis is down the larger of the last seen and the expected. */
+  instances: number
 }
 
 export interface FleetSourceOptions {
@@ -26,7 +29,11 @@ export interface FleetSourceOptions {
   /** Absent without Redis: the instance then keeps to its share. */
   shared?: Pick<SharedBudgetBucket, 'lease' | 'slowDown'>
   health?: Pick<RedisHealth, 'up'>
+  /** The fleet's live count, when Redis is shared (see Membership). */
+  members?: Pick<Membership, 'lastSeen'>
   now: number
+  /** The instances counted, when that changes (a gauge). */
+  onInstances?: (count: number) => void
   onError: (error: unknown) => void
 }
 
@@ -39,12 +46,14 @@ export class FleetSource {
   readonly #local: LocalBucket
   #fleetSlowdown: Slowdown | undefined
   #scope: BudgetScope
+  #instances: number
 
   constructor (options: FleetSourceOptions) {
-    const { rps, burst, instances } = options.settings
     this.#options = options
-    this.#local = new LocalBucket({ rps: rps / instances, burst: Math.max(1, burst / instances) }, options.now)
+    this.#instances = options.settings.instances
+    this.#local = new LocalBucket(this.#localLaw(), options.now)
     this.#scope = options.shared !== undefined && this.#sharedUp ? 'fleet' : 'instance'
+    options.onInstances?.(this.#instances)
   }
 
   /**
@@ -56,10 +65,11 @@ export class FleetSource {
   async lease (need: number, demand: number, reserveShare: number, now: number): Promise<Grant> {
     const { settings, shared, onError } = this.#options
     const lapsesAt = now + settings.leaseMs
+    this.#count(now)
     if (shared !== undefined && this.#sharedUp) {
-      const slice = sliceAt(settings, this.rate(now).rps)
+      const slice = sliceAt({ ...settings, instances: this.#instances }, this.rate(now).rps)
       try {
-        const batch = slice * settings.instances
+        const batch = slice * this.#instances
         const lease = await shared.lease(Math.min(batch, Math.max(need, demand)), reserveShare, now, batch)
         this.#fleetSlowdown = lease.slowdown
         this.#scope = 'fleet'
@@ -88,13 +98,35 @@ export class FleetSource {
   }
 
   rate (now: number): BudgetRate {
-    const { rps, instances } = this.#options.settings
+    const instances = this.#count(now)
     if (this.#scope === 'instance') {
       const local = this.#local.rps(now)
-      return { rps: local, scope: 'instance', shareRps: local }
+      return { rps: local, scope: 'instance', shareRps: local, instances }
     }
-    const fleet = effectiveRps(rps, this.#fleetSlowdown, now)
-    return { rps: fleet, scope: 'fleet', shareRps: fleet / instances }
+    const fleet = effectiveRps(this.#options.settings.rps, this.#fleetSlowdown, now)
+    return { rps: fleet, scope: 'fleet', shareRps: fleet / instances, instances }
+  }
+
+  /**
+   * The instances sharing the budget: the live count while Redis is up; else the larger of the last one seen and
+   * UPSTREAM_EXPECTED_INSTANCES (operators set it to the fleet's largest size), so that instances started during an
+   * outage keep the bound too. The local bucket follows it: when Redis goes, this instance keeps to that share.
+   */
+  #count (now: number): number {
+    const { settings, members, onInstances } = this.#options
+    const seen = members?.lastSeen
+    const count = seen !== undefined && this.#sharedUp ? seen : Math.max(settings.instances, seen ?? 0)
+    if (count !== this.#instances) {
+      this.#instances = count
+      this.#local.resize(this.#localLaw(), now)
+      onInstances?.(count)
+    }
+    return count
+  }
+
+  #localLaw (): { rps: number, burst: number } {
+    const { rps, burst } = this.#options.settings
+    return { rps: rps / this.#instances, burst: Math.max(1, burst / this.#instances) }
   }
 
   get #sharedUp (): boolean {

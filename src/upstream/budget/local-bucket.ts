@@ -11,7 +11,7 @@ export interface Taken {
  * `burst` deep, halved on a 429 and recovering alike. Its calls are used as soon as they are taken, so nothing is held.
  */
 export class LocalBucket {
-  readonly #law: { rps: number, burst: number }
+  #law: { rps: number, burst: number }
   #level: number
   #at: number
   #slowdown: Slowdown | undefined
@@ -39,6 +39,13 @@ export class LocalBucket {
     this.#level -= granted
     const retryInMs = granted < want ? Math.max(1, Math.ceil((reserve + 1 - this.#level) * 1000 / rps)) : 0
     return { granted, retryInMs }
+  }
+
+  /** A new share (the fleet's count changed): what it holds is kept, within the new depth. */
+  resize (law: { rps: number, burst: number }, now: number): void {
+    this.take(0, 0, now)
+    this.#law = law
+    this.#level = Math.min(this.#level, depthAt(law, this.rps(now)))
   }
 
   slowDown (now: number, holdMs: number): void {

@@ -13,12 +13,12 @@ export interface ClassRules {
 }
 
 /**
- * Callers wait as long as their deadline allows. Background work waits a little, and only while the fleet's bucket
- * is more than a quarter full; refresh-ahead is for spare budget only: half the bucket left, a short wait, few queued.
+ * Callers wait as long as their deadline allows. Background work waits a little (never more than a quarter of a caller's
+ * time: see CallBudgetOptions), and only while the fleet's bucket is more than a quarter full; refresh-ahead is for
+ * spare budget only: half the bucket left, a short wait, few queued.
  */
 export const RULES: Readonly<Record<Priority, ClassRules>> = {
   caller: { callerFacing: true, maxQueued: Infinity, maxWaitMs: Infinity, reserveShare: 0 },
-  'awaited-revalidation': { callerFacing: true, maxQueued: Infinity, maxWaitMs: Infinity, reserveShare: 0 },
   background: { callerFacing: false, maxQueued: 32, maxWaitMs: 2_000, reserveShare: 0.25 },
   'refresh-ahead': { callerFacing: false, maxQueued: 8, maxWaitMs: 500, reserveShare: 0.5 }
 }

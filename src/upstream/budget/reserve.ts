@@ -1,8 +1,8 @@
 /** The share of this instance's rate that refresh-ahead may take ahead of callers (docs/upstream-budget.md, "The reserve"). */
 const RESERVE_SHARE = 0.1
 /**
- * Unused, the reserve accrues this long of its rate at most (and always one call): refresh-ahead's shortest lead, so
- * that hot entries filled together (and so due together) can all be refreshed within it.
+ * Unused, the reserve accrues this long of its rate at most (and always one call), so that hot entries filled together
+ * (and so due together, a tenth of their freshness before it ends) can all be refreshed ahead.
  */
 const DEPTH_MS = 5_000
 

@@ -12,15 +12,17 @@ import { noTelemetry, type BudgetTelemetry } from '../../telemetry/telemetry.ts'
 export interface UpstreamBudget {
   /** `sendBy` (the app's clock): when the call must be sent at the latest. */
   acquire: (priority: Priority, signal: AbortSignal, sendBy?: number) => Promise<void>
+  /** A caller's refusal known now, before it would queue (see CallBudget); undefined: it may try. */
+  refusesNow: (priority: Priority, sendBy: number) => Error | undefined
   slowDown: (holdMs: number) => Promise<void>
   /** Undefined when the rate is unlimited. */
   rate: () => BudgetRate | undefined
 }
 
 export interface UpstreamBudgetOptions {
-  config: Pick<Config, 'UPSTREAM_MAX_RPS' | 'UPSTREAM_BURST' | 'UPSTREAM_EXPECTED_INSTANCES' | 'CACHE_KEY_PREFIX'>
+  config: Pick<Config, 'UPSTREAM_MAX_RPS' | 'UPSTREAM_BURST' | 'UPSTREAM_EXPECTED_INSTANCES' | 'UPSTREAM_TIMEOUT_MS' | 'CACHE_KEY_PREFIX'>
   /** Absent without Redis: each instance keeps to its share. */
-  redis?: Pick<RedisLayer, 'client' | 'health' | 'clock'>
+  redis?: Pick<RedisLayer, 'client' | 'health' | 'clock' | 'membership'>
   now: () => number
   schedule?: Schedule
   telemetry?: BudgetTelemetry
@@ -43,12 +45,15 @@ export function createUpstreamBudget (options: UpstreamBudgetOptions): UpstreamB
         key: `${config.CACHE_KEY_PREFIX}upstream:budget`,
         law: sharedLaw(settings)
       }),
-      health: redis.health
+      health: redis.health,
+      ...(redis.membership !== undefined && { members: redis.membership })
     }),
     now: now(),
+    onInstances: (count) => { telemetry.budgetInstances(count) },
     onError
   })
-  return new CallBudget({ source, now, telemetry, onError, ...(options.schedule !== undefined && { schedule: options.schedule }) })
+  const backgroundWaitMs = config.UPSTREAM_TIMEOUT_MS / 4
+  return new CallBudget({ source, now, telemetry, onError, backgroundWaitMs, ...(options.schedule !== undefined && { schedule: options.schedule }) })
 }
 
 export function sharedLaw (settings: BudgetSettings): SharedBudgetLaw {
@@ -70,6 +75,7 @@ function unlimited (telemetry: BudgetTelemetry): UpstreamBudget {
       signal.throwIfAborted()
       telemetry.budgetCall(priority)
     },
+    refusesNow: () => undefined,
     slowDown: async () => {},
     rate: () => undefined
   }

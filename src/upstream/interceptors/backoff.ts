@@ -16,17 +16,18 @@ export interface BackoffOptions {
 }
 
 /**
- * Honours the upstream's "slow down": inside the queue, so that a call is checked against the window (the shared
- * one included) when its slot comes, right before it would be sent. A 429, or a 503 with Retry-After, opens the
+ * Honours the upstream's "slow down": inside the queue, so that a call is checked against the window (the other
+ * instances' included, as the bus told them: no Redis command) when its slot comes, right before it would be sent. A 429, or a 503 with Retry-After, opens the
  * window for every instance, halves the fleet's budget, and ends the call as `rate_limited`, its body read and dropped.
  */
 export function backoff (options: BackoffOptions): Interceptor {
   return (dispatch) => (opts, handler) => {
-    options.window.check().then((remainingMs) => {
-      if (remainingMs > 0) fail(handler, new EdgeFailure({ kind: 'backoff', retryInMs: remainingMs }))
-      else dispatch(opts, new SlowDown(handler, options))
-    }, (error: unknown) => { fail(handler, error) })
-    return true
+    const remainingMs = options.window.check()
+    if (remainingMs > 0) {
+      fail(handler, new EdgeFailure({ kind: 'backoff', retryInMs: remainingMs }))
+      return true
+    }
+    return dispatch(opts, new SlowDown(handler, options))
   }
 }
 

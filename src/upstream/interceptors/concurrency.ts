@@ -4,7 +4,7 @@ import { EdgeFailure, hadFairShare, outcomeOf } from '../edge-errors.ts'
 import type { ConcurrencyLimiter } from '../concurrency-limiter.ts'
 import type { RecentLatency } from '../recent-latency.ts'
 import { inSpan } from '../../telemetry/tracing.ts'
-import { callOf, fail, Forward, signalOf, type Controller, type EdgeCall, type Headers, type Interceptor } from './edge-call.ts'
+import { callOf, fail, Forward, sendBy, signalOf, type Controller, type EdgeCall, type Headers, type Interceptor } from './edge-call.ts'
 
 export interface ConcurrencyOptions {
   limiter: ConcurrencyLimiter
@@ -31,17 +31,17 @@ export function concurrency (options: ConcurrencyOptions): Interceptor {
 }
 
 async function queued ({ limiter, latency, now }: ConcurrencyOptions, call: EdgeCall, signal: AbortSignal | undefined): Promise<void> {
-  const sendBy = (): number => call.deadlineAt - latency.expectedMs
-  if (now() >= sendBy()) throw new EdgeFailure({ kind: 'too_late' })
+  const lastMoment = (): number => sendBy(call, latency.expectedMs)
+  if (now() >= lastMoment()) throw new EdgeFailure({ kind: 'too_late' })
   if (limiter.full) throw new EdgeFailure({ kind: 'overloaded', retryInMs: latency.expectedMs })
-  const lastChance = withDeadline(signal, sendBy() - now())
+  const lastChance = withDeadline(signal, lastMoment() - now())
   try {
     await limiter.enter(lastChance.signal)
   } finally {
     lastChance.clear()
   }
   // Asked again on the app's clock, with what the upstream takes now: both may have moved while it waited.
-  if (now() >= sendBy()) {
+  if (now() >= lastMoment()) {
     limiter.leave()
     throw new EdgeFailure({ kind: 'too_late' })
   }

@@ -1,46 +1,90 @@
 import type { Dispatcher } from 'undici'
 import { withDeadline, type Deadline } from '../../cancellation.ts'
-import { callOf, Forward, signalOf, type Controller, type Headers, type Interceptor } from './edge-call.ts'
+import { callOf, Forward, type Controller, type EdgeCall, type Headers, type Interceptor } from './edge-call.ts'
 
 export interface DeadlineOptions {
-  /** A caller's whole wait: queue, token, request and body. */
+  /** A sent call's own limit, from when it is sent (UPSTREAM_TIMEOUT_MS). */
   callerMs: number
   now: () => number
 }
 
 /**
- * The caller's time, outermost: the signal passed in ("nobody waits any more") combined once with the deadline,
- * for every interceptor inside, and the deadline on the app's clock, for the queue. When the signal aborts, so
- * does the request on the wire, its body included.
+ * A call's time, in two parts. Until it is sent, it is dropped when no caller wants it any more (`call.unwanted`) or
+ * its deadline passes (`call.deadlineAt`); once sent, only its own limit, `callerMs` from then, ends it: callers
+ * leaving, or running out of time, never cut a call whose answer will fill the cache.
  */
-export function deadline ({ callerMs, now }: DeadlineOptions): Interceptor {
+class CallTime {
+  readonly #controller = new AbortController()
+  readonly #callerMs: number
+  #bound: Deadline
+
+  constructor (call: EdgeCall, { callerMs, now }: DeadlineOptions) {
+    this.#callerMs = callerMs
+    this.#bound = this.#follow(withDeadline(call.unwanted, call.deadlineAt - now()))
+  }
+
+  /** What every interceptor inside waits under: it aborts the request on the wire too (Bounded). */
+  get signal (): AbortSignal {
+    return this.#controller.signal
+  }
+
+  sent (): void {
+    this.#bound.clear()
+    if (!this.signal.aborted) this.#bound = this.#follow(withDeadline(undefined, this.#callerMs))
+  }
+
+  clear (): void {
+    this.#bound.clear()
+  }
+
+  #follow (bound: Deadline): Deadline {
+    bound.signal.addEventListener('abort', () => { this.#controller.abort(bound.signal.reason) }, { once: true })
+    return bound
+  }
+}
+
+const times = new WeakMap<EdgeCall, CallTime>()
+
+/** Outermost: the call's time, as a signal for every interceptor inside and for the request on the wire. */
+export function deadline (options: DeadlineOptions): Interceptor {
   return (dispatch) => (opts, handler) => {
-    const deadline = withDeadline(signalOf(opts), callerMs)
-    callOf(opts).deadlineAt = now() + callerMs
-    return dispatch({ ...opts, signal: deadline.signal } as Dispatcher.DispatchOptions, new Bounded(handler, deadline))
+    const call = callOf(opts)
+    const time = new CallTime(call, options)
+    times.set(call, time)
+    return dispatch({ ...opts, signal: time.signal } as Dispatcher.DispatchOptions, new Bounded(handler, time))
+  }
+}
+
+/** Innermost of ours: the call leaves for the wire (a connection that fails counts as sent), and its own limit starts. */
+export function sent ({ now }: { now: () => number }): Interceptor {
+  return (dispatch) => (opts, handler) => {
+    const call = callOf(opts)
+    if (call.sentAt === undefined) {
+      call.sentAt = now()
+      times.get(call)?.sent()
+    }
+    return dispatch(opts, handler)
   }
 }
 
 class Bounded extends Forward {
-  readonly #signal: AbortSignal
-  readonly #clear: () => void
+  readonly #time: CallTime
   #controller: Controller | undefined
 
-  constructor (handler: Dispatcher.DispatchHandler, { signal, clear }: Deadline) {
+  constructor (handler: Dispatcher.DispatchHandler, time: CallTime) {
     super(handler)
-    this.#signal = signal
-    this.#clear = clear
-    signal.addEventListener('abort', this.#abort)
+    this.#time = time
+    time.signal.addEventListener('abort', this.#abort)
   }
 
   readonly #abort = (): void => {
-    this.#controller?.abort(this.#signal.reason as Error)
+    this.#controller?.abort(this.#time.signal.reason as Error)
   }
 
   // Each attempt (a connection retry, the retry after a 401) starts with its own controller.
   override onRequestStart (controller: Controller, context: unknown): void {
     this.#controller = controller
-    if (this.#signal.aborted) controller.abort(this.#signal.reason as Error)
+    if (this.#time.signal.aborted) controller.abort(this.#time.signal.reason as Error)
     else super.onRequestStart(controller, context)
   }
 
@@ -55,7 +99,7 @@ class Bounded extends Forward {
   }
 
   #done (): void {
-    this.#signal.removeEventListener('abort', this.#abort)
-    this.#clear()
+    this.#time.signal.removeEventListener('abort', this.#abort)
+    this.#time.clear()
   }
 }

@@ -4,13 +4,25 @@ import type { Priority } from '../../resources.ts'
 export type Headers = Record<string, string | string[] | undefined>
 export type Controller = Dispatcher.DispatchController
 
-/** One upstream call as the interceptors see it: why it is made, when it must end (app clock), and when it left for the wire. */
+/**
+ * One upstream call as the interceptors see it: why it is made, its one deadline (app clock), what says that no caller
+ * wants it any more, and when it left for the wire.
+ */
 export interface EdgeCall {
   priority: Priority
+  /**
+   * When the caller that started the load gives up (app clock), set once at the cache boundary from that caller's
+   * arrival: what every interceptor's "send by" counts back from. A sent call has its own limit instead (deadline.ts).
+   */
   deadlineAt: number
-  /** When the caller that asked for it gives up (app clock), if sooner: it waited before the call began. */
-  callerDeadlineAt?: number
+  /** Aborts once no caller waits for the answer: the call is dropped if not yet sent, never once it is. */
+  unwanted?: AbortSignal
   sentAt?: number
+}
+
+/** The last moment the call is worth sending: its deadline less what the upstream has been taking. */
+export function sendBy (call: EdgeCall, expectedMs: number): number {
+  return call.deadlineAt - expectedMs
 }
 
 /** Dispatch options of one call through the edge: undici's own, and the call's record. */

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { cacheStack, eventually } from '../../helper.ts'
+import { cacheStack, eventually, gate } from '../../helper.ts'
 
 const ADMIN_TOKEN = 'admin-secret-token-for-tests'
 const authorized = { authorization: `Bearer ${ADMIN_TOKEN}` }
@@ -37,13 +37,16 @@ t.test('a purge without the right bearer token is 401 UNAUTHORIZED, and purges n
 })
 
 t.test('a purge marks the profile, timeline and negative entries stale on every instance; each revalidates once', async (t) => {
-  const { app, sim, another } = await cacheStack(t, { env: { ADMIN_TOKEN }, sim: { latencyMs: 50 } })
+  const upstream = await gate(t)
+  const { app, sim, another } = await cacheStack(t, { env: { ADMIN_TOKEN }, gate: upstream })
   const second = await another()
   for (const url of ['/profile/alice', '/profile/alice/timeline', '/profile/ghost-5']) {
     await app.inject(url)
     // The second instance now holds them in its in-process tier too.
     t.equal((await second.inject(url)).headers['x-cache'], 'HIT', url)
   }
+  // The revalidations are held until the crowd has been answered, however busy the machine: none of it sees them.
+  upstream.hold()
 
   const purge = await app.inject({ method: 'POST', url: '/admin/purge/alice', headers: { authorization: `bearer ${ADMIN_TOKEN}` } })
   t.equal(purge.statusCode, 200)
@@ -59,6 +62,7 @@ t.test('a purge marks the profile, timeline and negative entries stale on every 
     [app, second, app, second].map(async (instance) => await instance.inject(url))))
   t.same(new Set(crowd.map((res) => res.headers['x-cache'])), new Set(['STALE']), 'served stale, not deleted')
   t.same(crowd.map((res) => res.statusCode), [200, 200, 200, 200, 200, 200, 200, 200, 404, 404, 404, 404])
+  upstream.release()
   for (const [url, kind, username] of [['/profile/alice', 'profile', 'alice'], ['/profile/alice/timeline', 'timeline', 'alice'], ['/profile/ghost-5', 'profile', 'ghost-5']] as const) {
     for (const instance of [app, second]) {
       await eventually(async () => (await instance.inject(url)).headers['x-cache'] === 'HIT', `${url} revalidated`)

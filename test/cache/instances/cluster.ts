@@ -3,7 +3,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { Cluster, Redis } from 'ioredis'
 import { profileOf } from '../../../dev/profiles.ts'
-import { available, cacheStack, eventually, freeClusterPort, RedisServer } from '../../helper.ts'
+import { available, cacheStack, eventually, freeClusterPort, RedisServer, roundTripsOf } from '../../helper.ts'
 
 const run = promisify(execFile)
 const ADMIN_TOKEN = 'cluster-admin-token'
@@ -27,8 +27,8 @@ t.test('against a three-node Redis Cluster started by the test', { skip }, async
     env: { REDIS_URL: `redis://127.0.0.1:${nodes[0]?.port}`, REDIS_CLUSTER: 'true', ADMIN_TOKEN },
     sim: { latencyMs: 50 }
   })
-  t.ok(app.redis instanceof Cluster, 'REDIS_CLUSTER selects the Cluster client')
-  t.equal(app.redis?.status, 'ready')
+  t.ok(app.redisLayer?.client instanceof Cluster, 'REDIS_CLUSTER selects the Cluster client')
+  t.equal((await app.inject('/readyz')).json().redis, 'up')
   const second = await another()
 
   await t.test('entries live on the shard of their username, and are served from there', async (t) => {
@@ -39,10 +39,18 @@ t.test('against a three-node Redis Cluster started by the test', { skip }, async
       t.equal(hit.headers['x-cache'], 'HIT', username)
       t.same(hit.json(), { user: profileOf(username) })
     }
-    const cluster = app.redis as Cluster
+    const cluster = app.redisLayer?.client as Cluster
     const slots = await Promise.all(usernames.map(async (username) => await cluster.cluster('KEYSLOT', `${config.CACHE_KEY_PREFIX}v1:{${username}}:profile`)))
     const owners = new Set(slots.map((slot) => cluster.slots[Number(slot)]?.[0]))
     t.ok(owners.size > 1, 'the usernames spread over several shards')
+  })
+
+  await t.test('a cold miss waits for two round trips on a cluster too (its scripts touch one slot, its events reach every node)', async (t) => {
+    // The earlier requests' counts may be synced meanwhile (test/cache/instances/round-trips.ts covers the count's own).
+    const miss = await roundTripsOf(app, '/profile/cluster-trips', '10.0.0.3', ['incrby', 'pexpire'])
+    t.equal(miss.cache, 'MISS')
+    t.ok(miss.awaited <= 2, `${miss.awaited} awaited round trips (${miss.commands.join(' ')})`)
+    await eventually(async () => (await second.inject('/profile/cluster-trips')).headers['x-cache'] === 'HIT', 'the other instance reads the fill')
   })
 
   await t.test('200 concurrent requests for a cold username on two instances: 1 upstream call', async (t) => {

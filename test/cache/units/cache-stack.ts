@@ -4,14 +4,15 @@ import { MemoryDriver } from '../../../src/cache/memory-driver.ts'
 import type { CacheDriver } from '../../../src/cache/driver.ts'
 import { CacheStack, type CacheFailure, type Load, type Served } from '../../../src/cache/cache-stack.ts'
 import type { CacheState, Resource } from '../../../src/resources.ts'
-import { Clock } from '../../helper.ts'
+import { loadBudget } from '../../../src/load-budget.ts'
+import { Clock, quietBus, settle, unitConfig } from '../../helper.ts'
 
 const freshness = { freshMs: 300_000, staleMs: 86_400_000 }
-const budget = { purgeMemoryMs: 60_000, maxClaims: 1, callerMs: 5_000, callerWaitMs: 4_750, callerLoadMs: 4_700 }
+const budget = loadBudget(unitConfig())
 
-/** A Redis stand-in: `driver`, with a bus that is always ready and no other instance to coordinate with. */
+/** A Redis stand-in: `driver`, always up, with a bus and no other instance to coordinate with. */
 function sharedOver (driver: CacheDriver) {
-  return { driver, bus: { ready: true, listen: () => {}, publish: async () => {} }, claim: async () => undefined }
+  return { driver, redis: { up: true, listen: () => {} }, bus: quietBus(), claim: async () => undefined }
 }
 
 /** The in-process cache, or, given a driver, the cache over that driver as it runs over Redis. */
@@ -24,6 +25,7 @@ function setup (driver?: CacheDriver) {
     ...(driver !== undefined && { shared: sharedOver(driver) }),
     budget,
     now: clock.now,
+    freshMs: () => freshness.freshMs,
     telemetry: { cacheResult: (resource, state) => results.push([resource, state]), coalescedWaiter: (resource) => waiters.push(resource) },
     onError: (_error, _key, failure) => errors.push(failure)
   })
@@ -55,8 +57,6 @@ function setup (driver?: CacheDriver) {
     release: () => release()
   }
 }
-
-const settle = async (): Promise<void> => await new Promise((resolve) => setImmediate(resolve))
 
 t.test('concurrent misses share one load, and the waiters are reported', async (t) => {
   const s = setup()
@@ -176,7 +176,7 @@ t.test('lookup answers a fresh entry held here at once, without a promise; anyth
 })
 
 t.test('over a shared store, a copy held here answers at once for a few seconds, then the store is read again', async (t) => {
-  const memory = new MemoryDriver({ now: Date.now, purgeMemoryMs: 60_000 })
+  const memory = new MemoryDriver({ now: Date.now, purgeMemoryMs: budget.purgeMemoryMs })
   let reads = 0
   const s = setup(readingThrough(memory, async (key) => { reads++; return await memory.get(key) }))
   await s.get('k', 'profile', s.load)
@@ -199,7 +199,7 @@ function readingThrough (memory: MemoryDriver, get: CacheDriver['get']): CacheDr
 }
 
 t.test('a caller arriving while a load is under way joins it without asking the store', async (t) => {
-  const memory = new MemoryDriver({ now: Date.now, purgeMemoryMs: 60_000 })
+  const memory = new MemoryDriver({ now: Date.now, purgeMemoryMs: budget.purgeMemoryMs })
   let reads = 0
   const s = setup(readingThrough(memory, async (key) => { reads++; return await memory.get(key) }))
   s.hold()
@@ -216,7 +216,7 @@ t.test('a caller arriving while a load is under way joins it without asking the 
 })
 
 t.test('a caller arriving while a load the store could not be read for is under way asks the store again', async (t) => {
-  const memory = new MemoryDriver({ now: Date.now, purgeMemoryMs: 60_000 })
+  const memory = new MemoryDriver({ now: Date.now, purgeMemoryMs: budget.purgeMemoryMs })
   let failing = true
   const s = setup(readingThrough(memory, async (key) => { if (failing) throw new Error('Redis timed out'); return await memory.get(key) }))
   s.hold()

@@ -1,11 +1,10 @@
+import { ReplyError } from 'ioredis'
 import t from 'tap'
 import { createEntry, type CacheEntry } from '../../../src/cache/cache-entry.ts'
 import type { CacheDriver } from '../../../src/cache/driver.ts'
-import { MemoryDriver } from '../../../src/cache/memory-driver.ts'
 import { NearCopies } from '../../../src/cache/near-copies.ts'
-import { SharedTier } from '../../../src/cache/shared-tier.ts'
 import type { BusEvent } from '../../../src/redis/bus.ts'
-import { eventually } from '../../helper.ts'
+import { Clock, eventually, quietBus, sharedTier } from '../../helper.ts'
 
 /** A shared store whose reads the test answers one by one, and an events channel the test speaks on. */
 function tierOverHeldReads () {
@@ -20,14 +19,8 @@ function tierOverHeldReads () {
     markStale: async () => 0
   }
   let onEvent: (event: BusEvent) => void = () => {}
-  const bus = { ready: true, listen: (listener: { onEvent: (event: BusEvent) => void }) => { onEvent = listener.onEvent }, publish: async () => {} }
-  const tier = new SharedTier({
-    driver,
-    bus,
-    copies: new NearCopies({ ttlMs: 2_000, maxEntries: 10, maxBytes: 1_000_000, now: Date.now }),
-    alone: new MemoryDriver({ maxEntries: 10, maxBytes: 1_000_000, purgeMemoryMs: 60_000, now: Date.now }),
-    onError: () => {}
-  })
+  const bus = quietBus({ listen: (listener: (event: BusEvent) => void) => { onEvent = listener } })
+  const { tier } = sharedTier({ driver, bus })
   const answerReads = (): number => pending.splice(0).map((answer) => answer()).length
   const entry = (body: string): CacheEntry => createEntry(200, body, Date.now(), { freshMs: 300_000, staleMs: 0 })
   return { tier, held, answerReads, entry, gate, hear: (event: BusEvent) => onEvent(event) }
@@ -48,18 +41,18 @@ t.test('requests for a key this process does not hold share one shared read', as
 })
 
 t.test('a request after another instance\'s fill or purge, or a write here, does not join an older read', async (t) => {
-  for (const change of ['filled', 'staled', 'written', 'written meanwhile another fill'] as const) {
+  for (const change of ['filled', 'staled', 'written', 'written meanwhile another key\'s fill', 'written meanwhile another fill of it'] as const) {
     const { tier, held, answerReads, entry, gate, hear } = tierOverHeldReads()
     held.set('k', entry('"v1"'))
     const before = tier.get('k')
     const v2 = entry('"v2"')
     if (change === 'written') {
       await tier.set('k', v2)
-    } else if (change === 'written meanwhile another fill') {
+    } else if (change.startsWith('written meanwhile')) {
       let open = (): void => {}
       gate.write = new Promise((resolve) => { open = resolve })
       const writing = tier.set('k', v2)
-      hear({ type: 'filled', key: 'other', etag: '"x"' })
+      hear({ type: 'filled', key: change === 'written meanwhile another fill of it' ? 'k' : 'other', etag: '"x"' })
       open()
       await writing
     } else {
@@ -67,7 +60,8 @@ t.test('a request after another instance\'s fill or purge, or a write here, does
       hear(change === 'filled' ? { type: 'filled', key: 'k', etag: v2.etag } : { type: 'staled', key: 'k' })
     }
     const after = tier.get('k')
-    t.equal(answerReads(), change === 'written' ? 1 : 2, `${change}: ${change === 'written' ? 'served from the write' : 'a read of its own'}`)
+    const fromWrite = change === 'written' || change === 'written meanwhile another key\'s fill'
+    t.equal(answerReads(), fromWrite ? 1 : 2, `${change}: ${fromWrite ? 'served from the write' : 'a read of its own'}`)
     await before
     t.equal((await after)?.body, '"v2"', change)
   }
@@ -125,12 +119,11 @@ function tierOverFlakyWrites () {
     purgeMark: async () => '',
     markStale: async () => 0
   }
-  const listener: { onLost?: () => void, onReady?: () => void } = {}
-  const bus = { ready: true, listen: (heard: { onLost: () => void, onReady: () => void }) => { Object.assign(listener, heard) }, publish: async () => {} }
-  const alone = new MemoryDriver({ maxEntries: 10, maxBytes: 1_000_000, purgeMemoryMs: 60_000, now: Date.now })
-  const tier = new SharedTier({ driver, bus, copies: new NearCopies({ now: Date.now }), alone, onError: () => {} })
+  const listener: { heard?: (up: boolean) => void } = {}
+  const redis = { up: true, listen: (heard: (up: boolean) => void) => { listener.heard = heard } }
+  const { tier, alone } = sharedTier({ driver, redis })
   const entry = (body: string): CacheEntry => createEntry(200, body, Date.now(), { freshMs: 300_000, staleMs: 0 })
-  return { tier, held, writes, bus, listener, alone, entry }
+  return { tier, held, writes, redis, listener, alone, entry }
 }
 
 t.test('a write Redis refuses while it is up keeps that fill here, and every other key is still read from Redis', async (t) => {
@@ -149,15 +142,15 @@ t.test('a write Redis refuses while it is up keeps that fill here, and every oth
 })
 
 t.test('a fill kept here while a hand-back is under way is not dropped by it, and goes with the next one', async (t) => {
-  const { tier, held, writes, bus, listener, alone, entry } = tierOverFlakyWrites()
-  bus.ready = false
-  listener.onLost?.()
+  const { tier, held, writes, redis, listener, alone, entry } = tierOverFlakyWrites()
+  redis.up = false
+  listener.heard?.(false)
   const before = entry('"filled alone"')
   await tier.set('a', before)
-  bus.ready = true
+  redis.up = true
   let open = (): void => {}
   writes.gate = new Promise((resolve) => { open = resolve })
-  listener.onReady?.()
+  listener.heard?.(true)
   writes.failing.add('b')
   const during = entry('"refused during the hand-back"')
   const writing = tier.set('b', during)
@@ -169,4 +162,121 @@ t.test('a fill kept here while a hand-back is under way is not dropped by it, an
   await tier.set('c', entry('"c"'))
   await eventually(() => alone.size === 0, 'and handed over with the next write Redis takes')
   t.same(held.get('b'), during)
+})
+
+/** A tier on a moved clock over a driver whose reads fail while `failing` (a shard away while Redis answers), with a bus the test turns. */
+function tierOverFailingReads () {
+  const clock = new Clock()
+  const held = new Map<string, CacheEntry>()
+  const reads = { failing: false, count: 0 }
+  const driver: CacheDriver = {
+    get: async (key) => {
+      reads.count++
+      // A reply error leaves Redis's health up (RedisHealth): the shard of this key is away, not Redis.
+      if (reads.failing) throw new ReplyError('CLUSTERDOWN The cluster is down')
+      return held.get(key)
+    },
+    set: async (key, entry) => { held.set(key, entry); return entry },
+    purgeMark: async () => '',
+    markStale: async () => 0
+  }
+  const turns: { ready?: () => void, lost?: () => void, event?: (event: BusEvent) => void } = {}
+  const bus = quietBus({ listen: (heard) => { turns.event = heard }, listenReady: (heard) => { turns.ready = heard }, listenLost: (heard) => { turns.lost = heard } })
+  const listener: { heard?: (up: boolean) => void } = {}
+  const redis = { up: true, listen: (heard: (up: boolean) => void) => { listener.heard = heard } }
+  const { tier, alone } = sharedTier({ driver, bus, redis, now: clock.now })
+  const entry = (body: string): CacheEntry => createEntry(200, body, clock.now(), { freshMs: 60_000, staleMs: 0 })
+  return { clock, tier, alone, held, reads, turns, redis, listener, entry }
+}
+
+t.test('a key Redis cannot read while it is up is answered with what this instance last knew of it, while no event can have been missed since', async (t) => {
+  const { clock, tier, held, reads, turns, entry } = tierOverFailingReads()
+  const v1 = entry('"v1"')
+  held.set('k', v1)
+  t.same(await tier.get('k'), v1, 'read from Redis, and copied')
+  clock.advance(5_000)
+  t.equal(tier.held('k'), undefined, 'past its few seconds the copy answers no hit')
+  reads.failing = true
+  t.same(await tier.get('k'), v1, 'the read fails: what was last known answers, not a load')
+  await t.rejects(tier.get('other'), /CLUSTERDOWN/, 'a key never read here is still the cache\'s failure (a load)')
+  turns.event?.({ type: 'staled', key: 'k' })
+  await t.rejects(tier.get('k'), /CLUSTERDOWN/, 'a purge elsewhere drops what was known')
+
+  reads.failing = false
+  t.same(await tier.get('k'), v1)
+  turns.lost?.()
+  clock.advance(5_000)
+  reads.failing = true
+  await t.rejects(tier.get('k'), /CLUSTERDOWN/, 'the bus lost: events may have been missed, nothing is known')
+  reads.failing = false
+  turns.ready?.()
+  t.same(await tier.get('k'), v1, 'the bus back: copied anew')
+  clock.advance(5_000)
+  reads.failing = true
+  t.same(await tier.get('k'), v1, 'and known again')
+  clock.advance(5_000)
+  await t.rejects(tier.get('k'), /CLUSTERDOWN/, 'for 10 s at most')
+  reads.failing = false
+  const brief = createEntry(200, '"brief"', clock.now(), { freshMs: 3_000, staleMs: 0 }, () => 0)
+  held.set('b', brief)
+  await tier.get('b')
+  reads.failing = true
+  clock.advance(2_999)
+  t.same(await tier.get('b'), brief)
+  clock.advance(1)
+  await t.rejects(tier.get('b'), /CLUSTERDOWN/, 'and never past the entry\'s freshness')
+})
+
+t.test('when Redis goes away, every entry still known is kept alone for its life, not only the copies of the last few seconds', async (t) => {
+  const { clock, tier, alone, held, redis, listener, entry } = tierOverFailingReads()
+  const known = entry('"known"')
+  held.set('k', known)
+  await tier.get('k')
+  clock.advance(9_000)
+  redis.up = false
+  listener.heard?.(false)
+  t.equal(alone.size, 1, 'adopted')
+  t.same(tier.held('k'), known, 'and served while Redis is away')
+})
+
+t.test('what was known when the bus was lost is adopted if Redis goes away within a copy\'s 2 s (a primary\'s death closes the subscription first)', async (t) => {
+  for (const [afterMs, adopted] of [[1_999, true], [2_000, false]] as const) {
+    const { clock, tier, alone, held, redis, listener, turns, entry } = tierOverFailingReads()
+    held.set('k', entry('"known before the loss"'))
+    await tier.get('k')
+    clock.advance(3_000)
+    turns.lost?.()
+    clock.advance(afterMs)
+    redis.up = false
+    listener.heard?.(false)
+    t.equal(alone.size, adopted ? 1 : 0, `Redis gone ${afterMs} ms after the bus: ${adopted ? 'adopted' : 'not adopted'}`)
+  }
+})
+
+t.test('a copy made while the bus was lost is not adopted when Redis goes away: a purge elsewhere may have been missed (fleet simulation seed 238)', async (t) => {
+  const { tier, alone, held, redis, listener, turns, entry } = tierOverFailingReads()
+  turns.lost?.()
+  held.set('k', entry('"copied while the bus was lost"'))
+  await tier.get('k')
+  t.ok(tier.held('k') !== undefined, 'it answers its few seconds')
+  redis.up = false
+  listener.heard?.(false)
+  t.equal(alone.size, 0, 'but is not kept for its whole life')
+})
+
+t.test('a read under way is copied unless its own key changed meanwhile, or more keys changed than are remembered', async (t) => {
+  const clock = new Clock()
+  const v1 = createEntry(200, '"v1"', clock.now(), { freshMs: 60_000, staleMs: 0 })
+  for (const [changes, copied] of [[1, true], [10_000, true], [10_001, false]] as const) {
+    const copies = new NearCopies({ now: clock.now })
+    const started = copies.generation
+    for (let i = 0; i < changes; i++) copies.hear({ type: 'staled', key: `other-${i}` })
+    copies.keep('k', v1, started)
+    t.equal(copies.get('k') !== undefined, copied, `${changes} other keys changed during the read: ${copied ? 'copied' : 'not copied'}`)
+  }
+  const copies = new NearCopies({ now: clock.now })
+  const started = copies.generation
+  copies.hear({ type: 'filled', key: 'k', etag: '"v2"' })
+  copies.keep('k', v1, started)
+  t.equal(copies.get('k'), undefined, 'its own key filled elsewhere during the read: not copied')
 })

@@ -9,6 +9,7 @@ interface Service {
   image?: string
   build?: { context: string, target: string }
   command?: string[]
+  entrypoint?: string[]
   ports?: string[]
   profiles?: string[]
   volumes?: string[]
@@ -53,12 +54,14 @@ const bffEnv = Object.fromEntries(Object.entries(service('bff').environment ?? {
 const upstreamEnv = service('upstream').environment ?? {}
 
 const OBSERVABILITY = ['grafana', 'jaeger', 'otel-collector', 'prometheus']
+const SENTINEL = ['bff-sentinel', 'redis-primary', 'redis-replica', 'sentinel-1', 'sentinel-2', 'sentinel-3']
 
 t.test('Redis, the upstream simulator and the BFF; Prometheus, Grafana, a collector and Jaeger in the observability profile', async (t) => {
-  t.same(Object.keys(services).sort(), ['bff', 'grafana', 'jaeger', 'otel-collector', 'prometheus', 'redis', 'upstream'])
+  t.same(Object.keys(services).sort(), ['bff', 'grafana', 'jaeger', 'otel-collector', 'prometheus', 'redis', 'upstream', ...SENTINEL].sort())
   for (const name of ['redis', 'upstream', 'bff']) t.equal(service(name).profiles, undefined, `${name} starts by default`)
   for (const name of OBSERVABILITY) t.same(service(name).profiles, ['observability'], name)
-  for (const name of ['redis', ...OBSERVABILITY]) t.match(service(name).image, /^[\w./-]+:v?\d+\.\d+\.\d+(-\w+)?$/, `${name}: an exact version`)
+  for (const name of SENTINEL) t.same(service(name).profiles, ['sentinel'], name)
+  for (const name of ['redis', ...OBSERVABILITY, ...SENTINEL.filter((name) => name !== 'bff-sentinel')]) t.match(service(name).image, /^[\w./-]+:v?\d+\.\d+\.\d+(-\w+)?$/, `${name}: an exact version`)
 })
 
 t.test('one image per target, each built once: the service and the simulator from the same Dockerfile', async (t) => {
@@ -170,10 +173,31 @@ function stage (name: string): string {
   return found
 }
 
-t.test('docker-compose parses the file, observability profile included', {
+t.test('the sentinel profile: a primary, its replica, three Sentinels watching it, and a BFF configured with them', async (t) => {
+  // Compose merges `<<` keys (YAML 1.1): the BFF's environment is the bff service's, but for Redis.
+  const merged = (parse(read('docker-compose.yml'), { merge: true }) as { services: Record<string, Service> }).services
+  const env = Object.fromEntries(Object.entries(merged['bff-sentinel']?.environment ?? {}).map(([key, value]) => [key, interpolate(String(value))]))
+  const config = loadConfig(env)
+  t.same({ ...env, REDIS_URL: bffEnv.REDIS_URL, REDIS_SENTINELS: undefined, REDIS_SENTINEL_NAME: undefined }, { ...bffEnv, REDIS_SENTINELS: undefined, REDIS_SENTINEL_NAME: undefined },
+    'the bff service\'s settings')
+  t.equal(merged['bff-sentinel']?.image, service('bff').image, 'the image the bff service builds')
+  t.same(option(service('redis-replica').command, '--replicaof'), 'redis-primary')
+  const sentinels = (config.REDIS_SENTINELS ?? '').split(',')
+  t.same(sentinels.map((address) => address.split(':')[0]), ['sentinel-1', 'sentinel-2', 'sentinel-3'], 'every Sentinel service')
+  for (const name of ['sentinel-1', 'sentinel-2', 'sentinel-3']) {
+    const script = merged[name]?.entrypoint?.join(' ') ?? ''
+    t.match(script, `sentinel monitor ${config.REDIS_SENTINEL_NAME} redis-primary 6379 2`, `${name} watches the primary by the BFF's name for it`)
+    t.match(script, `port ${sentinels[0]?.split(':')[1]}`, `${name} listens where the BFF looks`)
+  }
+  for (const name of ['redis-primary', 'redis-replica']) {
+    t.equal(option(service(name).command, '--maxmemory-policy'), option(service('redis').command, '--maxmemory-policy'), `${name}: a cache like redis`)
+  }
+})
+
+t.test('docker-compose parses the file, observability and sentinel profiles included', {
   skip: onPath('docker-compose') ? false : 'docker-compose is not installed here (.ci/run installs it)'
 }, async (t) => {
-  const parsed = await run('docker-compose', ['--profile', 'observability', 'config'], {
+  const parsed = await run('docker-compose', ['--profile', 'observability', '--profile', 'sentinel', 'config'], {
     cwd: root, env: { PATH: process.env.PATH ?? '' }
   })
   t.equal(parsed.status, 0, parsed.stderr)

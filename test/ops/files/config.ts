@@ -17,6 +17,7 @@ t.test('defaults are the contract\'s', async (t) => {
     AUTH_SCHEME: 'Bearer',
     TOKEN_DEFAULT_TTL_SECONDS: 3600,
     CACHE_KEY_PREFIX: 'pbff:',
+    CACHE_MEMORY_MB: 64,
     PROFILE_TTL_SECONDS: 300,
     TIMELINE_TTL_SECONDS: 60,
     STALE_TTL_SECONDS: 86400,
@@ -46,6 +47,15 @@ t.test('values are converted from their environment strings', async (t) => {
   t.match(budget, { UPSTREAM_MAX_RPS: 50, UPSTREAM_BURST: 10, UPSTREAM_EXPECTED_INSTANCES: 3 })
 })
 
+const sentinels = { ...required, REDIS_URL: 'redis://:data-secret@primary/2', REDIS_SENTINELS: 's1:26379,[::1]:26380', REDIS_SENTINEL_NAME: 'mymaster' }
+
+t.test('Redis Sentinels: a list of host:port, the primary\'s name, their own password', async (t) => {
+  t.match(loadConfig({ ...sentinels, REDIS_SENTINEL_PASSWORD: 'sentinel-secret' }), {
+    REDIS_SENTINELS: 's1:26379,[::1]:26380', REDIS_SENTINEL_NAME: 'mymaster', REDIS_SENTINEL_PASSWORD: 'sentinel-secret', REDIS_CLUSTER: false
+  })
+  t.equal(loadConfig(required).REDIS_SENTINELS, undefined, 'unset: a single Redis (or a Cluster)')
+})
+
 t.test('a bad or missing value names the variable and what is wrong', async (t) => {
   const cases: Array<[Record<string, string>, RegExp]> = [
     [{ ...required, UPSTREAM_BASE_URL: 'nope' }, /^UPSTREAM_BASE_URL must be an absolute http\(s\) URL, got "nope"$/],
@@ -58,6 +68,12 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
     [{ ...required, UPSTREAM_MAX_RPS: '-1' }, /^UPSTREAM_MAX_RPS must be an integer >= 0, got -1$/],
     [{ ...required, UPSTREAM_BURST: '0' }, /^UPSTREAM_BURST must be an integer >= 1, got 0$/],
     [{ ...required, UPSTREAM_EXPECTED_INSTANCES: 'three' }, /^UPSTREAM_EXPECTED_INSTANCES must be an integer >= 1, got "three"$/],
+    [{ ...sentinels, REDIS_SENTINELS: 'sentinel-a,sentinel-b:26379' }, /^REDIS_SENTINELS must be a list host:port,host:port,..., got "sentinel-a,sentinel-b:26379"$/],
+    [{ ...sentinels, REDIS_SENTINEL_NAME: '' }, /^REDIS_SENTINEL_NAME is required with REDIS_SENTINELS/],
+    [{ ...sentinels, REDIS_CLUSTER: 'true' }, /^REDIS_CLUSTER must be false with REDIS_SENTINELS/],
+    [{ ...sentinels, REDIS_URL: '' }, /^REDIS_URL is required with REDIS_SENTINELS/],
+    ...['0', '-1', '64MB', 'lots'].map((value): [Record<string, string>, RegExp] =>
+      [{ ...required, CACHE_MEMORY_MB: value }, new RegExp(`^CACHE_MEMORY_MB must be an integer >= 1, got "?${value.replace('.', '\\.')}"?$`)]),
     [{ ...required, CLIENT_ID: '' }, /^CLIENT_ID is required/],
     [{ AUTH_URL: 'https://id.example', CLIENT_ID: 'id', CLIENT_SECRET: 'x' }, /^UPSTREAM_BASE_URL is required/],
     [{ UPSTREAM_BASE_URL: 'nope', PORT: 'x' }, /^PORT must be an integer.*; UPSTREAM_BASE_URL must be .*; AUTH_URL is required.*; CLIENT_ID is required.*; CLIENT_SECRET is required/]
@@ -65,7 +81,7 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
   for (const [env, message] of cases) t.throws(() => loadConfig(env), { name: 'ConfigError', message }, message.source)
 })
 
-t.test('every variable has a description (the README and .env.example are built on them)', async (t) => {
+t.test('every variable has a description (docs/reference.md and .env.example are built on them)', async (t) => {
   for (const [name, schema] of Object.entries(ConfigSchema.properties)) t.type(schema.description, 'string', name)
 })
 
@@ -75,15 +91,27 @@ t.test('the server refuses to start on a bad value: one line on stderr, exit 1, 
     timeout: 20_000
   })
   // `UPSTREAM_BASE_URL=nope npm start` with nothing else set as well: both servers start at once.
-  const [bad, bare] = await Promise.all([
+  const [bad, bare, memory] = await Promise.all([
     start({ ...required, UPSTREAM_BASE_URL: 'nope', CLIENT_SECRET: 'do-not-print-me' }),
-    start({ UPSTREAM_BASE_URL: 'nope' })
+    start({ UPSTREAM_BASE_URL: 'nope' }),
+    start({ ...required, CACHE_MEMORY_MB: '0' })
   ])
   t.equal(bad.status, 1)
   t.equal(bad.stdout, '')
   t.equal(bad.stderr, 'profile-bff: configuration error: UPSTREAM_BASE_URL must be an absolute http(s) URL, got "nope"\n')
+  t.equal(memory.status, 1)
+  t.equal(memory.stderr, 'profile-bff: configuration error: CACHE_MEMORY_MB must be an integer >= 1, got 0\n')
 
   // With nothing else set: still one line, naming it first.
   t.equal(bare.status, 1)
   t.match(bare.stderr, /^profile-bff: configuration error: UPSTREAM_BASE_URL must be an absolute http\(s\) URL, got "nope"; AUTH_URL is required[^\n]*\n$/)
+})
+
+t.test('Sentinels without the primary\'s name: the server refuses to start, one line naming the variable, no secret', async (t) => {
+  const refused = await run(process.execPath, ['src/server.ts'], {
+    env: { PATH: process.env.PATH, PORT: '0', ...required, REDIS_URL: 'redis://:data-secret@primary', REDIS_SENTINELS: 's1:26379', REDIS_SENTINEL_PASSWORD: 'sentinel-secret' },
+    timeout: 20_000
+  })
+  t.equal(refused.status, 1)
+  t.equal(refused.stderr, 'profile-bff: configuration error: REDIS_SENTINEL_NAME is required with REDIS_SENTINELS (the Sentinels\' name for the primary)\n')
 })

@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import t, { type Test } from 'tap'
+import { eventually } from '../../helper.ts'
 import { resolveResponses } from '../openapi-check.ts'
 import { sharedApp } from './app.ts'
 
@@ -86,13 +87,15 @@ t.test('a client can be generated from it: operationIds, case-insensitive fields
     .map((path) => [path, document.paths[path]?.get] as const)
   t.same(operations.map(([, operation]) => operation?.operationId), ['getProfile', 'getTimeline', 'getField', 'getProfiles'])
   const parameter = (path: string, name: string) => (document.paths[path]?.get.parameters ?? [])
-    .find((one) => one.name === name) as { in: string, schema: Record<string, unknown> } | undefined
-  // A pattern, not an enum of lower-case values: a generated client must take every spelling the service takes.
-  const query = new RegExp(String(parameter('/user/{username}', 'query')?.schema.pattern), 'u')
-  const fields = new RegExp((parameter('/profiles', 'fields')?.schema.items as { pattern: string }).pattern, 'u')
-  for (const value of ['name', 'Credits', 'NAME', 'aBoUt', 'credits', 'joined']) t.ok(query.test(value) && fields.test(value), value)
-  for (const value of ['nope', 'name,age', '', 'credit']) t.notOk(query.test(value), `query=${value}`)
-  t.ok(fields.test('name,Age') && fields.test('name, age') && !fields.test('name,nope'), '`fields` also takes comma-separated values')
+    .find((one) => one.name === name) as { in: string, description?: string, schema: Record<string, unknown> } | undefined
+  // Enums of the ten lower-case values (a generated client gets their union); any case is accepted, and said so.
+  const values = ['name', 'age', 'gender', 'location', 'credits', 'rank', 'videos', 'photos', 'joined', 'about']
+  const query = parameter('/user/{username}', 'query')
+  const fields = parameter('/profiles', 'fields')
+  t.same(query?.schema.enum, values)
+  t.same((fields?.schema.items as { enum?: string[] } | undefined)?.enum, values)
+  t.match(fields, { style: 'form', explode: false }, '`fields` is comma-separated')
+  for (const one of [query, fields]) t.match(one?.description, /case-insensitively/)
   t.equal(parameter('/profiles', 'username')?.schema.type, 'array')
   for (const [path, operation] of operations) {
     t.equal(parameter(path, 'if-none-match')?.in, 'header', `${path}: If-None-Match`)
@@ -158,6 +161,19 @@ t.test('documented error bodies are the ones the service sends', async (t) => {
   t.same(examples('/profile/{username}', '400').find((body) => body.code === 'BAD_REQUEST'), badUrl.json())
 })
 
+t.test('what spectral:oas warns of: info names a contact, and every reusable component is referred to', async (t) => {
+  const app = await sharedApp()
+  const document = (await app.inject('/docs/json')).json() as { info: { contact?: object }, components: Record<string, object> }
+  t.ok(document.info.contact, 'info.contact')
+  const text = JSON.stringify(document)
+  // Security schemes are named by `security`, not referred to by $ref.
+  const { securitySchemes, ...reusable } = document.components
+  t.ok(securitySchemes)
+  for (const [kind, components] of Object.entries(reusable)) {
+    for (const name of Object.keys(components)) t.ok(text.includes(`"$ref":"#/components/${kind}/${name}"`), `${kind}/${name} is referred to`)
+  }
+})
+
 t.test('/docs serves Swagger UI, with a content security policy that lets it run', async (t) => {
   const app = await sharedApp()
   const page = await app.inject('/docs')
@@ -188,6 +204,9 @@ t.test('the docs are cacheable: @fastify/caching tags /docs/json and answers 304
   t.equal(again.body, '')
   const other = await app.inject({ url: '/docs/json', headers: { 'if-none-match': '"another"' } })
   t.equal(other.statusCode, 200, 'a tag it never gave is not confirmed')
-  const profile = await app.inject('/profile/alice')
+  // The shared app's first token exchange may miss its 1 s deadline on a loaded machine (callers are then refused for
+  // the back-off): what this checks is a profile's own headers, once it has one.
+  let profile = await app.inject('/profile/alice')
+  await eventually(async () => (profile = await app.inject('/profile/alice')).statusCode === 200, 'the shared app serves a profile')
   t.match(profile.headers['cache-control'], /^public, max-age=\d+, stale-while-revalidate=\d+, stale-if-error=\d+$/)
 })

@@ -8,7 +8,6 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1'
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import { heapMiB, imageNodeOptions, memoryBytes, resolvedInContainer } from '../../../bench/container.ts'
-import { DEFAULT_MAX_BYTES } from '../../../src/cache/memory-driver.ts'
 import { ConfigSchema, loadConfig, type Config } from '../../../src/config.ts'
 import { sharedApp } from './app.ts'
 import { onPath, run } from './run.ts'
@@ -120,6 +119,7 @@ function checkManifests (t: Test, manifests: Manifest[]): void {
   const hpa = find<HorizontalPodAutoscaler>(manifests, 'HorizontalPodAutoscaler')
   t.same(hpa.spec?.scaleTargetRef, { apiVersion: 'apps/v1', kind: 'Deployment', name: deployment.metadata?.name })
   t.ok((hpa.spec?.minReplicas ?? 1) >= 2, 'at least two pods, so one can be drained')
+  t.equal(config.UPSTREAM_EXPECTED_INSTANCES, hpa.spec?.maxReplicas, 'pods started during a Redis outage split the upstream budget by the largest fleet')
   t.equal(deployment.spec?.replicas, undefined, 'the autoscaler owns the replica count')
 
   const pdb = find<PodDisruptionBudget>(manifests, 'PodDisruptionBudget')
@@ -158,13 +158,14 @@ t.test('the Redis Cluster overlay: REDIS_CLUSTER=true, a seed node without a dat
 
 t.test('memory: the image\'s NODE_OPTIONS size the heap from the container\'s limit, which holds the in-process store with room to spare', async (t) => {
   const deployment = find<Deployment>(baseFiles(), 'Deployment')
+  const storeBytes = podConfig(baseFiles()).config.CACHE_MEMORY_MB * 1024 * 1024
   const [container] = deployment.spec?.template.spec?.containers ?? [] as IContainer[]
   t.equal(container?.env?.find((variable) => variable.name === 'NODE_OPTIONS'), undefined, 'the image\'s NODE_OPTIONS apply')
   const limit = memoryBytes(String(container?.resources?.limits?.memory))
   const request = memoryBytes(String(container?.resources?.requests?.memory))
   const { oldSpace = 0, youngSpace = 0 } = heapMiB(resolvedInContainer(imageNodeOptions(readFileSync(new URL('../../Dockerfile', root), 'utf8')), limit))
   const mib = 1024 * 1024
-  t.ok(oldSpace * mib >= 2 * DEFAULT_MAX_BYTES, `the old generation (${oldSpace} MiB) holds the in-process store's ${DEFAULT_MAX_BYTES / mib} MiB twice over`)
+  t.ok(oldSpace * mib >= 2 * storeBytes, `the old generation (${oldSpace} MiB) holds the in-process store's CACHE_MEMORY_MB (${storeBytes / mib} MiB) twice over`)
   t.ok((oldSpace + youngSpace) * mib <= limit / 2, `V8's heap (${oldSpace} + ${youngSpace} MiB) is at most half the limit: the rest is Node's own, code and buffers`)
   t.ok(request <= limit)
 })

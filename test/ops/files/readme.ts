@@ -1,18 +1,26 @@
-import { readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import type { TSchema } from '@sinclair/typebox'
 import { ConfigSchema } from '../../../src/config.ts'
+import * as errors from '../../../src/errors.ts'
 import { PrometheusTelemetry } from '../../../src/telemetry/prometheus-telemetry.ts'
 import { ReadinessBody } from '../../../src/routes/health.ts'
 
-const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
+// The docs by audience: the README for a newcomer (short, its few tables true), docs/reference.md for every error,
+// header, setting, /readyz field and metric, docs/operations.md for running it. Each table is checked against the code.
 
-/** The text of a `## title` section, up to the next `## `. */
-function section (title: string): string {
-  const start = readme.indexOf(`\n## ${title}\n`)
-  if (start === -1) throw new Error(`README has no "## ${title}" section`)
-  const end = readme.indexOf('\n## ', start + 1)
-  return readme.slice(start, end === -1 ? undefined : end)
+const root = new URL('../../../', import.meta.url)
+const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')
+const readme = read('README.md')
+const reference = read('docs/reference.md')
+const operations = read('docs/operations.md')
+
+/** The text of a `## title` section of `text`, up to the next `## `. */
+function section (text: string, title: string): string {
+  const start = text.indexOf(`\n## ${title}\n`)
+  if (start === -1) throw new Error(`no "## ${title}" section`)
+  const end = text.indexOf('\n## ', start + 1)
+  return text.slice(start, end === -1 ? undefined : end)
 }
 
 /** The rows of the table whose header line is `header`, as arrays of cells. */
@@ -27,13 +35,14 @@ function table (text: string, header: string): string[][] {
   return rows
 }
 
-const operations = section('Operations')
+/** The backticked names of a cell, `A`, `B` or `A` (+ `Header`): the names before any parenthesis. */
+const names = (cell: string): string[] => [...(cell.split('(')[0] ?? '').matchAll(/`([^`]+)`/g)].map((match) => match[1] ?? '')
 
 t.test('the configuration table lists every variable of the schema, with its default, and nothing else', async (t) => {
-  const rows = table(section('Configuration'), '| variable | default | meaning |')
+  const rows = table(section(reference, 'Configuration'), '| variable | default | meaning |')
   const documented = new Map<string, string>()
-  for (const [names = '', defaultCell = ''] of rows) {
-    for (const name of names.split(',').map((cell) => cell.trim().replace(/^`|`$/g, ''))) documented.set(name, defaultCell)
+  for (const [cell = '', defaultCell = ''] of rows) {
+    for (const name of names(cell)) documented.set(name, defaultCell)
   }
   const properties: Record<string, TSchema> = ConfigSchema.properties
   const required: readonly string[] = ConfigSchema.required
@@ -54,36 +63,88 @@ t.test('the metric table lists every metric the service registers, with its type
   const exposition = await new PrometheusTelemetry().render()
   const registered = new Map([...exposition.matchAll(/^# TYPE (pbff_\w+) (\w+)$/gm)].map((match) => [match[1] ?? '', match[2] ?? '']))
   t.ok(registered.size >= 10)
-  const rows = table(operations, '| metric | type | labels | what it counts |')
+  const metrics = section(reference, 'Metrics')
+  const rows = table(metrics, '| metric | type | labels | what it counts |')
   const documented = new Map(rows.map(([name = '', type = '']) => [name.replace(/`/g, ''), type]))
   t.same([...documented.keys()].sort(), [...registered.keys()].sort())
   for (const [name, type] of registered) t.equal(documented.get(name), type, name)
-  t.match(operations, /Node's default process\s+metrics/)
+  t.match(metrics, /Node's default process\s+metrics/)
 })
 
-t.test('the health routes are described with every value /readyz can report, and only its fields', async (t) => {
-  t.match(operations, /`GET \/healthz`/)
-  t.match(operations, /`GET \/readyz`/)
-  const body = /`GET \/readyz` \| readiness: `200 \{([^}]*)\}`/.exec(operations)?.[1] ?? ''
+t.test('/readyz is described with every value it can report, and only its fields', async (t) => {
+  const readiness = section(reference, 'Readiness: /readyz')
+  t.match(readiness, /`GET \/healthz`/)
+  const body = /`GET \/readyz` \| readiness: `200 \{([^}]*)\}`/.exec(readiness)?.[1] ?? ''
   t.same(body.split(',').map((field) => field.trim().replace(/"/g, '')).sort(), Object.keys(ReadinessBody.properties).sort())
   for (const [field, schema] of Object.entries(ReadinessBody.properties)) {
-    t.match(operations, `\`${field}\``, field)
-    for (const literal of ((schema as TSchema).anyOf ?? []) as TSchema[]) t.match(operations, `\`${String(literal.const)}\``, `${field}: ${String(literal.const)}`)
+    t.match(readiness, `- \`${field}\``, `${field} has its own line`)
+    for (const literal of ((schema as TSchema).anyOf ?? []) as TSchema[]) t.match(readiness, `\`${String(literal.const)}\``, `${field}: ${String(literal.const)}`)
   }
 })
 
-t.test('the operations section says how to run N instances behind a load balancer on one Redis', async (t) => {
-  const heading = '### N instances behind a load balancer, on one Redis'
-  t.ok(operations.includes(heading), 'a section of its own')
-  const scaling = operations.slice(operations.indexOf(heading))
-  for (const needed of ['REDIS_URL', 'CACHE_KEY_PREFIX', 'TRUST_PROXY', '/readyz', '/healthz', 'SHUTDOWN_TIMEOUT_MS']) t.match(scaling, needed)
+t.test('the operations guide says how to run N instances, on Sentinel too, and how to size them', async (t) => {
+  const scaling = section(operations, 'N instances on one Redis')
+  for (const needed of ['REDIS_URL', 'CACHE_KEY_PREFIX', 'TRUST_PROXY', '/readyz', '/healthz', 'SHUTDOWN_TIMEOUT_MS', 'UPSTREAM_EXPECTED_INSTANCES', 'maxReplicas', 'REDIS_SENTINELS', 'REDIS_CLUSTER']) t.match(scaling, needed)
   t.match(operations, /docker compose up --build/)
+  t.match(operations, /docker compose --profile sentinel up/)
+  t.match(section(operations, 'Sizing'), /CACHE_MEMORY_MB/)
+  t.match(section(operations, 'Shutdown'), /SHUTDOWN_DELAY_MS/)
 })
 
-t.test('every `npm run` command the README names is a script of the package it names', async (t) => {
-  const scripts = (file: string): Record<string, string> => JSON.parse(readFileSync(new URL(file, import.meta.url), 'utf8')).scripts
-  const packages = new Map([['', scripts('../../../package.json')], ['client', scripts('../../../client/package.json')]])
-  const named = [...readme.matchAll(/npm run ([\w:-]+)(?: -w (\w+))?/g)]
+t.test('the README stays a newcomer\'s page: short, its error table true, no machine timings', async (t) => {
+  const lines = readme.split('\n').length
+  t.ok(lines <= 250, `${lines} lines, at most 250`)
+  const rows = table(section(readme, 'Errors'), '| situation | status | code |')
+  t.ok(rows.length >= 5)
+  const statuses = new Map(Object.entries(errors).flatMap(([name, value]) => {
+    if (typeof value !== 'function' || value.name !== 'FastifyError') return []
+    return [[name, new (value as new (...args: unknown[]) => { statusCode: number })('x', 'y').statusCode]] as const
+  }))
+  for (const [, status = '', codes = ''] of rows) {
+    for (const code of names(codes)) t.equal(statuses.get(code), Number(status), `${code} is an error of src/errors.ts, answered ${status}`)
+  }
+  t.match(readme, /docs\/reference\.md#errors/, 'it links the full table')
+  for (const line of readme.split('\n').filter((line) => /\bnpm (test|run test)/.test(line))) {
+    t.notMatch(line, /\b\d+(\.\d+)? ?(s|ms|min|minutes|seconds)\b/, `no timing in ${line.trim()}`)
+  }
+})
+
+t.test('every `npm run` command the docs name is a script of the package it names', async (t) => {
+  const scripts = (file: string): Record<string, string> => JSON.parse(read(file)).scripts
+  const packages = new Map([['', scripts('package.json')], ['client', scripts('client/package.json')]])
+  const named = [readme, reference, operations].flatMap((text) => [...text.matchAll(/npm run ([\w:-]+)(?: -w (\w+))?/g)])
   t.ok(named.length >= 5)
   for (const [command, script = '', workspace = ''] of named) t.ok(packages.get(workspace)?.[script], command)
+})
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens, repeats numbered. */
+function anchors (markdown: string): Set<string> {
+  const seen = new Map<string, number>()
+  const found = new Set<string>()
+  for (const [, heading = ''] of markdown.replace(/^```[\s\S]*?^```/gm, '').matchAll(/^#{1,6} (.+)$/gm)) {
+    const slug = heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-')
+    const count = seen.get(slug) ?? 0
+    seen.set(slug, count + 1)
+    found.add(count === 0 ? slug : `${slug}-${count}`)
+  }
+  return found
+}
+
+t.test('every relative link of README.md, bench/README.md and docs/*.md leads to a file, and to a heading of it', async (t) => {
+  const documents = ['README.md', 'bench/README.md', ...readdirSync(new URL('docs/', root)).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)]
+  const broken: string[] = []
+  let checked = 0
+  for (const document of documents) {
+    const text = read(document).replace(/^```[\s\S]*?^```/gm, '')
+    for (const [, target = ''] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z]+:/.test(target)) continue
+      checked++
+      const [path = '', anchor] = target.split('#')
+      const file = path === '' ? document : new URL(path, new URL(document, root)).pathname.slice(new URL(root).pathname.length)
+      if (!existsSync(new URL(file, root))) { broken.push(`${document}: ${target} (no such file)`); continue }
+      if (anchor !== undefined && file.endsWith('.md') && !anchors(read(file)).has(anchor)) broken.push(`${document}: ${target} (no such heading)`)
+    }
+  }
+  t.ok(checked >= 20, `${checked} links checked`)
+  t.same(broken, [], 'links that lead nowhere')
 })

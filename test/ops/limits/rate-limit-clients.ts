@@ -1,4 +1,5 @@
 import t from 'tap'
+import { LocalRateCounts } from '../../../src/rate-limit/rate-counts.ts'
 import { stack } from '../../helper.ts'
 
 // The in-process count (no Redis) must not forget a client while thousands of others are counted.
@@ -23,4 +24,18 @@ t.test('with more than 5,000 distinct clients in the window, the first one is st
   const again = await ask('198.51.100.7')
   t.equal(again.statusCode, 429, 'the first client is still counted')
   t.equal(sim.stats.dataCalls, 0)
+})
+
+t.test('past its bound of clients the count forgets the least recently seen first, one client a slot', async (t) => {
+  const counts = new LocalRateCounts({ windowMs: 60_000, maxClients: 3, now: () => 0 })
+  const count = (client: string): number | undefined => {
+    let current: number | undefined
+    counts.add(client, 1, (answer) => { current = answer?.current })
+    return current
+  }
+  for (const client of ['a', 'b', 'c']) count(client)
+  t.equal(count('a'), 2, 'a is seen again: b is now the least recently seen')
+  count('d')
+  t.equal(count('b'), 1, 'b was forgotten for d, and starts again')
+  t.equal(count('a'), 3, 'a was kept')
 })

@@ -88,6 +88,22 @@ t.test('a 429 from the upstream opens a back-off window, counted once and shown 
   t.equal(metric(samples, 'pbff_upstream_calls_total', { resource: 'profile', outcome: 'rate_limited' }), 1)
 })
 
+t.test('the upstream calls in flight and queued are read at each scrape', async (t) => {
+  const { app, sim } = await stack(t, { env: { UPSTREAM_MAX_CONCURRENCY: '1', UPSTREAM_TIMEOUT_MS: '30000' }, sim: { latencyMs: 500 } })
+  await app.tokens.getToken()
+  const held = async () => {
+    const samples = await scrape(app)
+    return [metric(samples, 'pbff_upstream_calls_in_flight'), metric(samples, 'pbff_upstream_calls_queued')]
+  }
+  t.same(await held(), [0, 0], 'both at zero before any call')
+  const answers = Promise.all(['a1', 'a2', 'a3'].map(async (username) => await app.inject(`/profile/${username}`)))
+  await eventually(async () => (await held())[1] === 2, 'two calls wait behind the one slot')
+  t.same(await held(), [1, 2])
+  t.same((await answers).map((res) => res.statusCode), [200, 200, 200])
+  t.same(await held(), [0, 0], 'every slot given back')
+  t.equal(sim.stats.dataCalls, 3)
+})
+
 t.test('a failed token exchange counts as failed, and mints nothing', async (t) => {
   const { app, sim } = await stack(t)
   sim.failTokenNext({ kind: 'status', status: 500 })

@@ -1,7 +1,7 @@
 import { connect } from 'node:net'
 import t from 'tap'
 import { readiness } from '../../../src/routes/health.ts'
-import { Clock, eventually, REDIS_URL, RedisServer, settle, stack } from '../../helper.ts'
+import { Clock, eventually, metric, parseMetrics, REDIS_URL, RedisServer, settle, stack } from '../../helper.ts'
 
 t.test('/healthz answers 200 while the process runs', async (t) => {
   const { app } = await stack(t)
@@ -22,8 +22,8 @@ t.test('/readyz reports Redis, the token and the breaker; ready when all is well
 
 t.test('/readyz says Redis is up when it is', async (t) => {
   const { app } = await stack(t, { env: { REDIS_URL } })
-  await eventually(() => app.redisLayer?.health.up === true, 'redis up')
-  t.same((await app.inject('/readyz')).json(), { status: 'ready', redis: 'up', token: 'none', breaker: 'closed' })
+  await eventually(() => app.redisLayer?.bus.ready === true, 'redis and its bus up')
+  t.same((await app.inject('/readyz')).json(), { status: 'ready', redis: 'up', bus: 'up', token: 'none', breaker: 'closed' })
 })
 
 t.test('a Redis outage is degraded but still 200, and ready again once Redis is back', async (t) => {
@@ -36,12 +36,12 @@ t.test('a Redis outage is degraded but still 200, and ready again once Redis is 
   await eventually(() => app.redisLayer?.health.up === false, 'the health state notices')
   const down = await app.inject('/readyz')
   t.equal(down.statusCode, 200, 'the instance still serves, from the upstream')
-  t.same(down.json(), { status: 'degraded', redis: 'down', token: 'none', breaker: 'closed' })
+  t.same(down.json(), { status: 'degraded', redis: 'down', bus: 'down', token: 'none', breaker: 'closed' })
   t.equal((await app.inject('/profile/alice')).statusCode, 200)
 
   await redis.start()
-  await eventually(() => app.redisLayer?.health.up === true, 'the probe sees it back')
-  t.same((await app.inject('/readyz')).json(), { status: 'ready', redis: 'up', token: 'held', breaker: 'closed' })
+  await eventually(() => app.redisLayer?.bus.ready === true, 'the probe sees it back, and the bus')
+  t.same((await app.inject('/readyz')).json(), { status: 'ready', redis: 'up', bus: 'up', token: 'held', breaker: 'closed' })
 })
 
 t.test('a failing identity provider is degraded, still 200, and /readyz says why', async (t) => {
@@ -79,33 +79,52 @@ t.test('while an exchange hangs, /readyz turns degraded once it is overdue and s
   t.equal((await hung).statusCode, 502)
 })
 
-t.test('a hung identity provider: degraded with a reason once its exchange is overdue, no flapping, recovered within 2 s', async (t) => {
+t.test('a hung identity provider: its callers told at the exchange\'s 1 s deadline, the next refused at once during the back-off, degraded with a reason, no flapping, recovered within 3 s', async (t) => {
   const clock = new Clock(Date.now())
   const { app, sim } = await stack(t, { now: clock.now })
   sim.failTokenNext({ kind: 'hang' }) // the first exchange hangs; the provider answers every later one
-  const lookups = [{ atMs: 0, answer: app.inject('/profile/first') }]
+  const waiting = [app.inject('/profile/first')]
   await eventually(() => sim.stats.tokenRequests === 1, 'the first exchange hangs at the identity provider')
   const reports: Array<Record<string, unknown>> = []
-  // A readiness probe and a lookup every 100 ms of the app's clock, until a lookup gives up on the hung exchange.
-  for (let atMs = 100; atMs <= 5_000 && app.tokens.failure?.includes('did not answer in time') !== true; atMs += 100) {
+  const probe = async (): Promise<void> => { reports.push((await app.inject('/readyz')).json()) }
+  // A readiness probe and a lookup every 100 ms of the app's clock; the lookups wait for the exchange under way.
+  for (let atMs = 100; atMs < 1_000; atMs += 100) {
     clock.advance(100)
-    reports.push((await app.inject('/readyz')).json())
-    lookups.push({ atMs, answer: app.inject(`/profile/at-${atMs}`) })
+    await probe()
+    waiting.push(app.inject(`/profile/at-${atMs}`))
     await settle()
   }
-  await eventually(() => app.tokens.state === 'held', 'the next exchange is answered')
-  reports.push((await app.inject('/readyz')).json())
-
-  const answers = await Promise.all(lookups.map(async ({ atMs, answer }) => ({ atMs, status: (await answer).statusCode })))
-  const recovered = answers.filter(({ status }) => status === 200)
-  t.same(recovered.map(({ atMs }) => atMs), [answers.at(-1)?.atMs], 'the lookup that gave up on the hung exchange got the next token')
-  t.ok((recovered[0]?.atMs ?? Infinity) <= 2_000, `served ${recovered[0]?.atMs} ms after the provider answered again`)
-  t.ok(answers.slice(0, -1).every(({ status }) => status === 502), 'the callers of the hung exchange were told when it was given up')
-  t.equal(sim.stats.tokenRequests, 2)
+  clock.advance(100)
+  await probe()
+  // From the exchange's deadline on, each lookup is answered without the clock moving: refused at once during the
+  // back-off (1 to 2 s after the failure), until the first after it starts the retry, which the provider answers.
+  const answered: Array<{ atMs: number, status: number, code?: string }> = []
+  for (let atMs = 1_000; atMs <= 3_500 && answered.at(-1)?.status !== 200; atMs += 100) {
+    if (atMs > 1_000) {
+      clock.advance(100)
+      await probe()
+    }
+    const res = await app.inject(`/profile/at-${atMs}`)
+    answered.push({ atMs, status: res.statusCode, ...(res.statusCode !== 200 && { code: res.json().code }) })
+  }
+  const told = await Promise.all(waiting)
+  t.same(told.map((res) => [res.statusCode, res.json().code]), told.map(() => [502, 'UPSTREAM_AUTH_FAILED']),
+    'the callers of the hung exchange were told when it was given up, at its deadline')
+  const recoveredAtMs = answered.at(-1)?.atMs ?? Infinity
+  t.equal(answered.at(-1)?.status, 200, 'the lookup that started the retry got the next token')
+  t.ok(answered.slice(0, -1).every(({ status, code }) => status === 502 && code === 'UPSTREAM_AUTH_FAILED'), 'the lookups during the back-off were refused at once')
+  t.ok(recoveredAtMs >= 2_000 && recoveredAtMs <= 3_000,
+    `served ${recoveredAtMs} ms after the hang began: its 1 s deadline, then a back-off of 1 to 2 s, within the 3 s promised`)
+  t.equal(sim.stats.tokenRequests, 2, 'no exchange during the back-off')
+  const refusedAtOnce = metric(parseMetrics((await app.inject('/metrics')).body), 'pbff_refusals_total', { reason: 'no-token' })
+  t.equal(refusedAtOnce, answered.length - 1, 'each refusal counted as one answered at once')
+  t.equal(app.tokens.state, 'held')
+  await probe()
 
   const statuses = reports.map((report) => report.status)
+  t.same(statuses.slice(0, 9), Array(9).fill('ready'), 'ready while the exchange was young')
   const changes = statuses.filter((status, i) => i > 0 && status !== statuses[i - 1]).length
-  t.ok(statuses[0] === 'ready' && changes === 2 && statuses.at(-1) === 'ready', `ready, then degraded, then ready: ${statuses.join(' ')}`)
+  t.ok(statuses[9] === 'degraded' && changes === 2 && statuses.at(-1) === 'ready', `degraded from its deadline, then ready: ${statuses.join(' ')}`)
   t.same(reports.at(-1), { status: 'ready', redis: 'not_configured', token: 'held', breaker: 'closed' })
   for (const report of reports.filter(({ status }) => status === 'degraded')) {
     t.match(report, { token: 'failing', tokenReason: /the identity provider (has not answered|did not answer)/ })

@@ -179,11 +179,11 @@ t.test('at LOG_LEVEL=info every edge is answered and logged under the id it was 
   t.match(lines.find((line) => line.msg === 'request refused by the HTTP parser'), { code: 'HPE_INVALID_CONSTANT', statusCode: 400 })
 })
 
-/** The README's error table, as `<status> <code>` pairs. */
-const README_TABLE = new Set([...readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
+/** The error table of docs/reference.md, as `<status> <code>` pairs. */
+const REFERENCE_TABLE = new Set([...readFileSync(new URL('../../../docs/reference.md', import.meta.url), 'utf8')
   .matchAll(/^\|.*\|\s*([45]\d\d)\s*\|\s*`([A-Z_]+)`/gm)].map(([, status, code]) => `${status} ${code}`))
 
-t.test('the client errors Fastify and its plugins raise are answered under a status and code of the README\'s table', async (t) => {
+t.test('the client errors Fastify and its plugins raise are answered under a status and code of the reference\'s table', async (t) => {
   const file = '/docs/static/swagger-ui.css'
   const cases: Array<[string, string, number, string]> = [
     ['a body that is not JSON', `${PURGE}Content-Length: 3\r\n\r\n{x}`, 400, 'BAD_REQUEST'],
@@ -196,7 +196,7 @@ t.test('the client errors Fastify and its plugins raise are answered under a sta
   for (const [what, request, status, code] of cases) {
     const answer = await exchange(port, request.replace(HOST, `${HOST}Connection: close\r\n`))
     t.match(JSON.parse(answer.body), { statusCode: status, code }, what)
-    t.ok(README_TABLE.has(`${status} ${code}`), `${status} ${code} is in the README's table`)
+    t.ok(REFERENCE_TABLE.has(`${status} ${code}`), `${status} ${code} is in the reference's table`)
   }
   t.match(errorResponse({ statusCode: 418, message: 'short and stout' }), { statusCode: 400, code: 'BAD_REQUEST' }, 'any other client error')
 })

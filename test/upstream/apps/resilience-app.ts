@@ -2,9 +2,26 @@ import t from 'tap'
 import { profileOf } from '../../../dev/profiles.ts'
 import { BREAKER_FAILURE_THRESHOLD } from '../../../src/upstream/circuit-breaker.ts'
 import { MAX_RETRY_AFTER_SECONDS } from '../../../src/upstream/interceptors/backoff.ts'
-import { anotherApp, Clock, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../../helper.ts'
+import type { FastifyInstance } from 'fastify'
+import { anotherApp, Clock, eventually, metric, parseMetrics, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../../helper.ts'
 
 // The upstream client's protections, through the whole app, counted at the simulator.
+
+/** Whether the app reports a back-off window in force, as an operator reads it. */
+async function backingOff (app: FastifyInstance): Promise<boolean> {
+  return metric(parseMetrics((await app.inject('/metrics')).body), 'pbff_upstream_backoff_active') === 1
+}
+
+/** The circuit breaker's state, as pbff_upstream_breaker_state reports it. */
+async function breakerState (app: FastifyInstance): Promise<string | undefined> {
+  const metrics = parseMetrics((await app.inject('/metrics')).body)
+  return ['closed', 'open', 'half_open'].find((state) => metric(metrics, 'pbff_upstream_breaker_state', { state }) === 1)
+}
+
+/** Profile calls that ended at their limit. */
+async function timeouts (app: FastifyInstance): Promise<number | undefined> {
+  return metric(parseMetrics((await app.inject('/metrics')).body), 'pbff_upstream_calls_total', { resource: 'profile', outcome: 'timeout' })
+}
 
 t.test('429 with Retry-After in seconds opens a back-off window: no call until it ends', async (t) => {
   const clock = new Clock()
@@ -14,7 +31,7 @@ t.test('429 with Retry-After in seconds opens a back-off window: no call until i
   t.equal(first.statusCode, 503)
   t.match(first.json(), { code: 'UPSTREAM_RATE_LIMITED' })
   t.equal(first.headers['retry-after'], '1')
-  t.ok(app.upstream.backoffRemainingMs > 0)
+  t.ok(await backingOff(app), 'pbff_upstream_backoff_active says so')
 
   const during = await app.inject('/profile/a2')
   t.equal(during.statusCode, 503)
@@ -83,7 +100,7 @@ t.test('during a back-off window a stale entry is served and not revalidated ups
   const stale = await app.inject('/profile/alice')
   t.equal(stale.statusCode, 200)
   t.same(stale.json(), { user: profileOf('alice') })
-  await eventually(() => app.upstream.backoffRemainingMs > 0, 'the revalidation met the 429')
+  await eventually(async () => await backingOff(app), 'the revalidation met the 429')
   const again = await app.inject('/profile/alice')
   t.equal(again.statusCode, 200)
   await eventually(() => failedRevalidations.length === 2, 'the second revalidation was refused')
@@ -103,12 +120,20 @@ t.test('repeated 5xx open the circuit: calls stop, and are refused at once', asy
   t.equal(sim.stats.dataCalls, BREAKER_FAILURE_THRESHOLD, 'no call while open')
 })
 
-t.test('repeated timeouts open the circuit', async (t) => {
-  const { app, sim } = await stack(t, { env: { UPSTREAM_TIMEOUT_MS: '100' } })
+t.test('repeated timeouts open the circuit once the sent calls end: later callers are refused at once, with no call', async (t) => {
+  const clock = new Clock()
+  const { app, sim, config } = await stack(t, { now: clock.now, env: { UPSTREAM_TIMEOUT_MS: '1000' } })
   sim.failAlways({ kind: 'hang' })
-  t.same(tally(await profiles(app, usernames(BREAKER_FAILURE_THRESHOLD))), { '504 UPSTREAM_TIMEOUT': BREAKER_FAILURE_THRESHOLD })
+  const timedOut = profiles(app, usernames(BREAKER_FAILURE_THRESHOLD))
+  await eventually(() => sim.stats.dataCalls === BREAKER_FAILURE_THRESHOLD, 'every call is sent')
+  // The calls' own limit passes on the app's clock too: each has had its whole time, so its timeout is the upstream's.
+  clock.advance(config.UPSTREAM_TIMEOUT_MS)
+  t.same(tally(await timedOut), { '504 UPSTREAM_TIMEOUT': BREAKER_FAILURE_THRESHOLD }, 'each caller has its 504 at its own deadline')
+  // Their callers gone, the sent calls run to their own limit, and only then tell the breaker.
+  await eventually(async () => await breakerState(app) === 'open', 'the timeouts of calls nobody waits for any more opened the circuit')
+  t.equal(await timeouts(app), BREAKER_FAILURE_THRESHOLD, 'each sent call ended at its own limit')
   t.same(tally(await profiles(app, ['later'])), { '502 UPSTREAM_ERROR': 1 })
-  t.equal(sim.stats.dataCalls, BREAKER_FAILURE_THRESHOLD)
+  t.equal(sim.stats.dataCalls, BREAKER_FAILURE_THRESHOLD, 'refused without an upstream call')
 })
 
 t.test('a refused connection answers 502 UPSTREAM_ERROR, and repeated ones open the circuit', async (t) => {

@@ -6,7 +6,7 @@ import { TokenCipher } from '../../../src/upstream/token-cipher.ts'
 import { TokenManager } from '../../../src/upstream/token-manager.ts'
 import { RedisTokenStore } from '../../../src/upstream/token-store.ts'
 import type { RedisLayer } from '../../../src/redis/layer.ts'
-import { Clock, deadRedis, FakeEndpoint, type TestContext, testLayer, testRedis } from '../../helper.ts'
+import { Clock, deadRedis, eventually, FakeEndpoint, type TestContext, testLayer, testRedis } from '../../helper.ts'
 
 const SECRET = 'client-secret'
 
@@ -90,8 +90,31 @@ t.test('a failing identity provider gets one exchange per failure window from th
 
   for (const { endpoint } of instances) endpoint.failing = false
   const answers = await askEverywhere()
-  t.ok(answers.every((answer) => !(answer instanceof Error)), 'the first callers after the provider recovered get a token')
+  t.equal(answers.filter((answer) => !(answer instanceof Error)).length, 3,
+    'the caller that starts the retry on each instance gets a token; the others, arriving while it runs, are refused at once')
+  t.ok((await askEverywhere()).every((answer) => !(answer instanceof Error)), 'every caller after it gets the token')
   t.equal(exchanges(), 6, 'with one exchange for the deployment')
+})
+
+t.test('an instance waiting for another\'s exchange adopts its token though the release event was lost (fleet simulation seed 19)', async (t) => {
+  const { redis, prefix } = testRedis(t)
+  const owner = await instance(t, redis, prefix, 'owner')
+  // The waiter's events come on another channel: it never hears the owner's release, as with the bus down.
+  const endpoint = new FakeEndpoint(3_600_000, 'waiter')
+  const waiterStore = store(await testLayer(t, redis, `${prefix}deaf:`, 10_000), prefix)
+  const claims: boolean[] = []
+  const claim = waiterStore.claim.bind(waiterStore)
+  waiterStore.claim = async () => await claim().then((made) => { claims.push(made.owner); return made })
+  const waiter = new TokenManager({ endpoint, store: waiterStore, telemetry: noTelemetry, log: silentLog, lockWaitMs: 10_000 })
+  owner.endpoint.hold = true
+  const owners = owner.tokens.getToken()
+  await eventually(async () => await redis.exists(`${prefix}token:lock`) === 1, 'the owner exchanging')
+  const waiting = waiter.getToken()
+  await eventually(() => claims.includes(false), 'the waiter waiting for the owner\'s exchange')
+  owner.endpoint.release()
+  t.equal((await owners).value, 'owner-1')
+  t.equal((await waiting).value, 'owner-1', 'adopted within the exchange\'s deadline, not refused at it')
+  t.equal(endpoint.exchanges, 0)
 })
 
 t.test('the lock is released only by its owner', async (t) => {

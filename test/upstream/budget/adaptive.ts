@@ -91,7 +91,7 @@ t.test('without Redis, a 429 halves this instance\'s share, which recovers alike
   calls.ask(gate, 'caller', 1_000, done.signal)
   await timers.advance(2_000)
   await gate.slowDown(0)
-  t.same(gate.rate(), { rps: 12.5, scope: 'instance', shareRps: 12.5 })
+  t.same(gate.rate(), { rps: 12.5, scope: 'instance', shareRps: 12.5, instances: 2 })
   const halvedAt = clock.now()
   await timers.advance(1_000)
   t.equal(gate.rate().rps, 15)

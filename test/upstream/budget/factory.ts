@@ -3,7 +3,7 @@ import { budgetSettings, stateTtlMs } from '../../../src/upstream/budget/law.ts'
 import { createUpstreamBudget } from '../../../src/upstream/budget/upstream-budget.ts'
 import { testLayer, testRedis } from '../../helper.ts'
 
-const config = { UPSTREAM_MAX_RPS: 50, UPSTREAM_BURST: undefined, UPSTREAM_EXPECTED_INSTANCES: 2 }
+const config = { UPSTREAM_TIMEOUT_MS: 5_000, UPSTREAM_MAX_RPS: 50, UPSTREAM_BURST: undefined, UPSTREAM_EXPECTED_INSTANCES: 2 }
 
 t.test('the burst defaults to one second of the rate; a lease lasts 100 ms, shorter when the burst is small', async (t) => {
   t.same(budgetSettings(config), { rps: 50, burst: 50, instances: 2, leaseMs: 100 })
@@ -31,7 +31,7 @@ t.test('with Redis, the fleet\'s bucket is one key under the deployment\'s prefi
 t.test('without Redis, the gate keeps to the instance\'s share, on the real timers', async (t) => {
   const budget = createUpstreamBudget({ config: { ...config, UPSTREAM_BURST: 2, CACHE_KEY_PREFIX: 'unused:' }, now: Date.now, onError: () => {} })
   await budget.acquire('caller', AbortSignal.timeout(5_000))
-  t.same(budget.rate(), { rps: 25, scope: 'instance', shareRps: 25 })
+  t.same(budget.rate(), { rps: 25, scope: 'instance', shareRps: 25, instances: 2 })
   // The bucket (one call deep for each of two instances) is empty: the next caller waits for a timer, and leaves at its deadline.
   const deadline = new AbortController()
   const waiting = budget.acquire('caller', deadline.signal)

@@ -29,7 +29,7 @@ t.test('Redis going down mid-way: each instance keeps to its share, and no calle
     // Its share for three seconds, its own bucket (a share of the burst), and what it held when Redis went.
     t.ok(sent >= 0.9 * 25 * 3 && sent <= 25 * 3 + 25 + 2, `${name}: ${sent} calls in the three seconds without Redis`)
   }
-  t.same(a.rate(), { rps: 25, scope: 'instance', shareRps: 25 })
+  t.same(a.rate(), { rps: 25, scope: 'instance', shareRps: 25, instances: 2 })
   t.ok(calls.peak(1000) <= 50 + settings.burst, `the fleet's busiest second, across the outage: ${calls.peak(1000)} calls`)
   t.equal(calls.refused.length, 0, 'no caller refused')
   t.same(errors, [], 'nothing sent to a Redis known to be down')
@@ -69,7 +69,7 @@ t.test('a lease that fails unexpectedly is asked for again a little later, not a
         return { granted: need, retryInMs: 0, lapsesAt: now + 100 }
       },
       slowDown: async () => {},
-      rate: () => ({ rps: RPS, scope: 'instance', shareRps: RPS })
+      rate: () => ({ rps: RPS, scope: 'instance', shareRps: RPS, instances: 1 })
     },
     now: clock.now,
     schedule: timers.schedule,

@@ -33,7 +33,7 @@ t.test('two instances on one Redis: never more than rate x seconds + burst, in a
   t.ok(calls.grantedOf('a') > total / 4 && calls.grantedOf('b') > total / 4, `shared fairly: ${calls.grantedOf('a')} / ${calls.grantedOf('b')}`)
   t.equal(calls.refused.length, 0, 'callers wait for budget: none refused before their deadline')
   t.ok(evals() < 0.75 * total, `${evals()} round trips to Redis for ${total} calls, each instance asking about once a lease period`)
-  t.same(a.rate(), { rps: RPS, scope: 'fleet', shareRps: RPS / 2 })
+  t.same(a.rate(), { rps: RPS, scope: 'fleet', shareRps: RPS / 2, instances: 2 })
   done.abort()
   await timers.idle()
 })
@@ -100,7 +100,7 @@ t.test('without Redis each instance keeps to UPSTREAM_MAX_RPS / UPSTREAM_EXPECTE
     t.ok(sent <= share * SECONDS + settings.burst / 2 && sent >= 0.95 * share * SECONDS, `${name}: ${sent} calls at ${share}/s`)
     t.ok(calls.peak(1000, name) <= share + settings.burst / 2, `${name}: ${calls.peak(1000, name)} in the busiest second`)
   }
-  t.same(a.rate(), { rps: share, scope: 'instance', shareRps: share })
+  t.same(a.rate(), { rps: share, scope: 'instance', shareRps: share, instances: 2 })
   done.abort()
   await timers.idle()
 })

@@ -2,67 +2,16 @@ import type { Redis } from 'ioredis'
 import { SharedBudgetBucket } from '../../../src/redis/budget-bucket.ts'
 import { RedisClock } from '../../../src/redis/clock.ts'
 import type { RedisHealth } from '../../../src/redis/health.ts'
+import type { Membership } from '../../../src/redis/membership.ts'
 import { CallBudget } from '../../../src/upstream/budget/call-budget.ts'
-import type { Schedule } from '../../../src/upstream/budget/schedule.ts'
 import { FleetSource } from '../../../src/upstream/budget/fleet-source.ts'
 import { budgetSettings, type BudgetSettings } from '../../../src/upstream/budget/law.ts'
 import type { Priority } from '../../../src/resources.ts'
 import type { BudgetTelemetry } from '../../../src/telemetry/telemetry.ts'
 import { sharedLaw } from '../../../src/upstream/budget/upstream-budget.ts'
-import { settle, type Clock } from '../../helper.ts'
+import { Timers, type Clock } from '../../helper.ts'
 
-/**
- * The gates' timers on the test's clock: `advance` moves it, firing each timer when its time comes, and after each
- * lets the leases sent to Redis come back (a real round trip) before time moves on.
- */
-export class Timers {
-  readonly #clock: Clock
-  readonly #entries: Array<{ at: number, run: () => void }> = []
-  readonly #pending = new Set<Promise<unknown>>()
-
-  constructor (clock: Clock) {
-    this.#clock = clock
-  }
-
-  readonly schedule: Schedule = (ms, run) => {
-    const entry = { at: this.#clock.now() + ms, run }
-    this.#entries.push(entry)
-    return () => {
-      const index = this.#entries.indexOf(entry)
-      if (index !== -1) this.#entries.splice(index, 1)
-    }
-  }
-
-  track<T> (promise: Promise<T>): Promise<T> {
-    this.#pending.add(promise)
-    promise.finally(() => this.#pending.delete(promise)).catch(() => {})
-    return promise
-  }
-
-  /** Until no lease is on its way and every callback has run. */
-  async idle (): Promise<void> {
-    do {
-      await settle()
-      await Promise.allSettled([...this.#pending])
-      await settle()
-    } while (this.#pending.size > 0)
-  }
-
-  async advance (ms: number): Promise<void> {
-    const end = this.#clock.now() + ms
-    await this.idle()
-    for (;;) {
-      const next = this.#entries.filter((entry) => entry.at <= end).sort((a, b) => a.at - b.at)[0]
-      if (next === undefined) break
-      this.#entries.splice(this.#entries.indexOf(next), 1)
-      this.#clock.advance(Math.max(0, next.at - this.#clock.now()))
-      next.run()
-      await this.idle()
-    }
-    this.#clock.advance(end - this.#clock.now())
-    await this.idle()
-  }
-}
+export { Timers }
 
 /** `redis`, counting the scripts it runs. */
 export function countingEvals (redis: Redis): { redis: Redis, evals: () => number } {
@@ -87,10 +36,12 @@ export interface InstanceOptions {
   shared?: { redis: Redis, key: string, health: Pick<RedisHealth, 'up' | 'run'>, clock?: RedisClock }
   telemetry?: BudgetTelemetry
   errors?: unknown[]
+  /** The fleet's live count as this instance sees it (see Membership). */
+  members?: Pick<Membership, 'lastSeen'>
 }
 
 /** One instance's gate (its leases tracked by `timers`). */
-export function instance ({ clock, timers, settings, shared, telemetry, errors = [] }: InstanceOptions): CallBudget {
+export function instance ({ clock, timers, settings, shared, telemetry, errors = [], members }: InstanceOptions): CallBudget {
   const onError = (error: unknown): void => { errors.push(error) }
   const source = new FleetSource({
     settings,
@@ -104,6 +55,7 @@ export function instance ({ clock, timers, settings, shared, telemetry, errors =
       }),
       health: shared.health
     }),
+    ...(members !== undefined && { members }),
     now: clock.now(),
     onError
   })
@@ -137,7 +89,7 @@ export class Outcomes {
   }
 
   /** `count` calls of `priority` through `gate`; the signal defaults to one that never aborts. */
-  ask (gate: CallBudget, priority: Priority, count = 1, signal = new AbortController().signal, tag: string = priority): void {
+  ask (gate: Pick<CallBudget, 'acquire'>, priority: Priority, count = 1, signal = new AbortController().signal, tag: string = priority): void {
     for (let i = 0; i < count; i++) {
       gate.acquire(priority, signal).then(
         () => { this.granted.push({ priority, at: this.#clock.now(), tag }) },
@@ -170,6 +122,7 @@ export function recordingBudgetTelemetry (): BudgetTelemetry & { events: string[
     budgetCall: (priority) => { events.push(`call:${priority}`) },
     budgetDeferred: (priority) => { events.push(`deferred:${priority}`) },
     budgetDropped: (priority, reason) => { events.push(`dropped:${priority}:${reason}`) },
-    budgetRate: (rps, scope) => { events.push(`rate:${rps}:${scope}`) }
+    budgetRate: (rps, scope) => { events.push(`rate:${rps}:${scope}`) },
+    budgetInstances: (count) => { events.push(`instances:${count}`) }
   }
 }

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { retryAfterOf } from '../../../src/errors.ts'
+import type { Priority } from '../../../src/resources.ts'
 import { isBudgetDropped } from '../../../src/upstream/budget/priorities.ts'
 import { createUpstreamBudget } from '../../../src/upstream/budget/upstream-budget.ts'
 import { Clock } from '../../helper.ts'
@@ -20,16 +21,16 @@ t.test('a caller is served before the background work that was waiting before it
   await timers.idle()
   calls.ask(gate, 'refresh-ahead')
   calls.ask(gate, 'background')
-  calls.ask(gate, 'awaited-revalidation')
   calls.ask(gate, 'caller')
+  calls.ask(gate, 'caller', 1, undefined, 'next caller')
   await timers.advance(1_300)
-  t.same(calls.granted.map((grant) => grant.tag), ['first', 'caller', 'awaited-revalidation'], 'two calls a second, highest class first')
+  t.same(calls.granted.map((grant) => grant.tag), ['first', 'caller', 'next caller'], 'two calls a second, highest class first')
   t.same(calls.refused.map((refusal) => refusal.tag), ['refresh-ahead'], 'refresh-ahead found no spare budget within its wait: dropped')
   await timers.advance(700)
   t.same(calls.granted.map((grant) => grant.tag).slice(3), ['background'], 'then the background revalidation, within its wait')
   t.same(telemetry.events.filter((event) => !event.startsWith('rate:')), ['call:caller',
-    'deferred:caller', 'deferred:awaited-revalidation', 'deferred:background', 'deferred:refresh-ahead',
-    'dropped:refresh-ahead:waited_too_long', 'call:caller', 'call:awaited-revalidation', 'call:background'])
+    'deferred:caller', 'deferred:caller', 'deferred:background', 'deferred:refresh-ahead',
+    'dropped:refresh-ahead:waited_too_long', 'call:caller', 'call:caller', 'call:background'])
 })
 
 t.test('background work leaves the last quarter of the bucket to callers; refresh-ahead the last half', async (t) => {
@@ -69,6 +70,38 @@ t.test('background and refresh-ahead work is dropped when too much of it waits, 
     'a reason of its own, never a caller\'s error')
 })
 
+t.test('work nobody waits for waits a quarter of a caller\'s time at most, within its class\'s own bound: it may hold the lock callers elsewhere wait for', async (t) => {
+  // UPSTREAM_TIMEOUT_MS -> how long background and refresh-ahead work wait at most, as the app builds the budget.
+  for (const [timeoutMs, backgroundMs, refreshAheadMs] of [[1_000, 250, 250], [4_000, 1_000, 500], [12_000, 2_000, 500]] as const) {
+    const clock = new Clock()
+    const timers = new Timers(clock)
+    const gate = createUpstreamBudget({
+      config: { UPSTREAM_MAX_RPS: 1, UPSTREAM_BURST: 1, UPSTREAM_EXPECTED_INSTANCES: 1, UPSTREAM_TIMEOUT_MS: timeoutMs, CACHE_KEY_PREFIX: 'unused:' },
+      now: clock.now,
+      schedule: timers.schedule,
+      onError: () => {}
+    })
+    const calls = new Outcomes(clock)
+    const start = clock.now()
+    // Callers enough to take every call the bucket gives for longer than any of these waits.
+    calls.ask(gate, 'caller', 5)
+    calls.ask(gate, 'background')
+    calls.ask(gate, 'refresh-ahead')
+    const dropped = (priority: Priority): boolean => calls.refused.some((refusal) => refusal.priority === priority && isBudgetDropped(refusal.error) && refusal.error.reason === 'waited_too_long')
+    const waits = [['refresh-ahead', refreshAheadMs], ['background', backgroundMs]] as const
+    // Just before and at each class's bound, every class is dropped exactly when its own bound has passed.
+    for (const atMs of [...new Set(waits.flatMap(([, waitMs]) => [waitMs - 1, waitMs]))]) {
+      await timers.advance(atMs - (clock.now() - start))
+      for (const [priority, waitMs] of waits) {
+        t.equal(dropped(priority), atMs >= waitMs, `UPSTREAM_TIMEOUT_MS=${timeoutMs}: ${priority} at ${atMs} ms ${atMs >= waitMs ? 'dropped' : 'still waits'}`)
+      }
+    }
+    // A second apart, retries spread by half their delay either side.
+    await timers.advance(8_000)
+    t.equal(calls.grantedOf('caller'), 5, `UPSTREAM_TIMEOUT_MS=${timeoutMs}: the callers are served, never dropped`)
+  }
+})
+
 t.test('a caller still waiting at its deadline gets UPSTREAM_BUDGET_EXHAUSTED with Retry-After; a cancelled one its reason', async (t) => {
   const { timers, telemetry, gate, calls } = scarce()
   calls.ask(gate, 'caller')
@@ -77,7 +110,6 @@ t.test('a caller still waiting at its deadline gets UPSTREAM_BUDGET_EXHAUSTED wi
   const gone = new AbortController()
   const lateBackground = new AbortController()
   calls.ask(gate, 'caller', 1, late.signal, 'late')
-  calls.ask(gate, 'awaited-revalidation', 1, late.signal, 'late-revalidation')
   calls.ask(gate, 'caller', 1, gone.signal, 'gone')
   calls.ask(gate, 'background', 1, lateBackground.signal, 'late-background')
   await timers.advance(300)
@@ -86,10 +118,8 @@ t.test('a caller still waiting at its deadline gets UPSTREAM_BUDGET_EXHAUSTED wi
   lateBackground.abort(new DOMException('deadline', 'TimeoutError'))
   await timers.idle()
   const refusal = (tag: string) => calls.refused.find((refused) => refused.tag === tag)?.error
-  for (const tag of ['late', 'late-revalidation']) {
-    t.match(refusal(tag), { code: 'UPSTREAM_BUDGET_EXHAUSTED', statusCode: 503 }, tag)
-    t.ok((retryAfterOf(refusal(tag)) ?? 0) >= 1, `${tag}: Retry-After ${retryAfterOf(refusal(tag))} s`)
-  }
+  t.match(refusal('late'), { code: 'UPSTREAM_BUDGET_EXHAUSTED', statusCode: 503 })
+  t.ok((retryAfterOf(refusal('late')) ?? 0) >= 1, `Retry-After ${retryAfterOf(refusal('late'))} s`)
   t.match(refusal('gone'), { name: 'AbortError' }, 'nobody waits: the signal\'s reason')
   t.match(refusal('late-background'), { name: 'TimeoutError' }, 'background work is no caller\'s: the signal\'s reason')
   t.ok(telemetry.events.includes('dropped:caller:deadline'))
@@ -106,7 +136,7 @@ t.test('an already aborted signal is refused before it waits', async (t) => {
 t.test('with UPSTREAM_MAX_RPS=0 the gate lets every call through and only counts them', async (t) => {
   const telemetry = recordingBudgetTelemetry()
   const budget = createUpstreamBudget({
-    config: { UPSTREAM_MAX_RPS: 0, UPSTREAM_BURST: undefined, UPSTREAM_EXPECTED_INSTANCES: 1, CACHE_KEY_PREFIX: 'unused:' },
+    config: { UPSTREAM_MAX_RPS: 0, UPSTREAM_BURST: undefined, UPSTREAM_EXPECTED_INSTANCES: 1, UPSTREAM_TIMEOUT_MS: 5_000, CACHE_KEY_PREFIX: 'unused:' },
     now: Date.now,
     telemetry,
     onError: () => {}

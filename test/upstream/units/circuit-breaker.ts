@@ -1,11 +1,11 @@
 import t from 'tap'
-import { CircuitBreaker } from '../../../src/upstream/circuit-breaker.ts'
+import { BREAKER_FAILURE_THRESHOLD, BREAKER_OPEN_MS, CircuitBreaker } from '../../../src/upstream/circuit-breaker.ts'
 import { Clock, recordingTelemetry } from '../../helper.ts'
 
 function breaker () {
   const clock = new Clock()
   const telemetry = recordingTelemetry()
-  return { breaker: new CircuitBreaker({ failureThreshold: 3, openMs: 10_000, telemetry, now: clock.now }), clock, telemetry }
+  return { breaker: new CircuitBreaker({ telemetry, now: clock.now }), clock, telemetry }
 }
 
 function fail (breaker: CircuitBreaker, times: number): void {
@@ -17,9 +17,9 @@ function fail (breaker: CircuitBreaker, times: number): void {
 
 t.test('failures in a row open the circuit; a success in between resets the count', async (t) => {
   const { breaker: b, telemetry } = breaker()
-  fail(b, 2)
+  fail(b, BREAKER_FAILURE_THRESHOLD - 1)
   b.record('call', false)
-  fail(b, 2)
+  fail(b, BREAKER_FAILURE_THRESHOLD - 1)
   t.equal(b.state, 'closed')
   fail(b, 1)
   t.equal(b.state, 'open')
@@ -29,8 +29,8 @@ t.test('failures in a row open the circuit; a success in between resets the coun
 
 t.test('after the open period exactly one probe goes through; its success closes the circuit', async (t) => {
   const { breaker: b, clock, telemetry } = breaker()
-  fail(b, 3)
-  clock.advance(9_999)
+  fail(b, BREAKER_FAILURE_THRESHOLD)
+  clock.advance(BREAKER_OPEN_MS - 1)
   t.equal(b.retryInMs, 1)
   t.notOk(b.tryAcquire())
   clock.advance(1)
@@ -45,24 +45,24 @@ t.test('after the open period exactly one probe goes through; its success closes
 
 t.test('a failed probe opens the circuit again for a whole period', async (t) => {
   const { breaker: b, clock } = breaker()
-  fail(b, 3)
-  clock.advance(10_000)
+  fail(b, BREAKER_FAILURE_THRESHOLD)
+  clock.advance(BREAKER_OPEN_MS)
   t.equal(b.tryAcquire(), 'probe')
   b.record('probe', true)
   t.equal(b.state, 'open')
-  t.equal(b.retryInMs, 10_000)
-  clock.advance(10_000)
+  t.equal(b.retryInMs, BREAKER_OPEN_MS)
+  clock.advance(BREAKER_OPEN_MS)
   t.ok(b.tryAcquire())
 })
 
 t.test('a call that ends without a verdict (cancelled) gives a probe\'s turn back and changes no count', async (t) => {
   const { breaker: b, clock, telemetry } = breaker()
-  fail(b, 2)
+  fail(b, BREAKER_FAILURE_THRESHOLD - 1)
   t.equal(b.tryAcquire(), 'call')
   b.abstain('call')
   fail(b, 1)
   t.equal(b.state, 'open', 'the failures before it still count')
-  clock.advance(10_000)
+  clock.advance(BREAKER_OPEN_MS)
   t.equal(b.tryAcquire(), 'probe')
   b.abstain('probe')
   t.equal(b.state, 'half_open')
@@ -74,8 +74,8 @@ t.test('a call let through before the circuit opened, ending while the probe run
   const { breaker: b, clock } = breaker()
   const early = b.tryAcquire()
   t.equal(early, 'call')
-  fail(b, 3)
-  clock.advance(10_000)
+  fail(b, BREAKER_FAILURE_THRESHOLD)
+  clock.advance(BREAKER_OPEN_MS)
   t.equal(b.tryAcquire(), 'probe')
   b.abstain('call')
   t.notOk(b.tryAcquire(), 'a cancelled early call: still one probe')

@@ -13,7 +13,7 @@ function holder (limiter: ConcurrencyLimiter, signal = patient()): { entered: ()
 }
 
 t.test('at most `concurrency` hold a slot, the others wait in order as slots are given back', async (t) => {
-  const limiter = new ConcurrencyLimiter({ concurrency: 2, queueLimit: 10 })
+  const limiter = new ConcurrencyLimiter({ concurrency: 2 })
   const holders = Array.from({ length: 4 }, () => holder(limiter))
   await settle()
   t.same(holders.map((h) => h.entered()), [true, true, false, false])
@@ -27,21 +27,22 @@ t.test('at most `concurrency` hold a slot, the others wait in order as slots are
   t.equal(limiter.running, 0)
 })
 
-t.test('the queue has a limit: `full` says one more waiter would pass it', async (t) => {
-  const limiter = new ConcurrencyLimiter({ concurrency: 1, queueLimit: 2 })
-  const holders = Array.from({ length: 3 }, () => holder(limiter))
+t.test('the queue has a limit, 8 per slot: `full` says one more waiter would pass it', async (t) => {
+  const limiter = new ConcurrencyLimiter({ concurrency: 1 })
+  const holders = Array.from({ length: 8 }, () => holder(limiter))
+  t.equal(limiter.full, false, 'one holds the slot, 7 wait')
+  holders.push(holder(limiter))
   t.equal(limiter.full, true)
   limiter.leave()
   await settle()
   t.equal(limiter.full, false, 'room again once the queue moves')
-  limiter.leave()
-  limiter.leave()
+  for (let i = 0; i < 8; i++) limiter.leave()
   await Promise.all(holders.map(async (h) => await h.done))
   t.equal(limiter.running, 0)
 })
 
 t.test('a waiter whose signal aborts leaves the queue at once and never holds a slot; the next one takes it', async (t) => {
-  const limiter = new ConcurrencyLimiter({ concurrency: 1, queueLimit: 2 })
+  const limiter = new ConcurrencyLimiter({ concurrency: 1 })
   const controller = new AbortController()
   const first = holder(limiter)
   const abandoned = limiter.enter(controller.signal)
@@ -57,7 +58,7 @@ t.test('a waiter whose signal aborts leaves the queue at once and never holds a 
 })
 
 t.test('an already aborted signal is refused before waiting', async (t) => {
-  const limiter = new ConcurrencyLimiter({ concurrency: 1, queueLimit: 1 })
+  const limiter = new ConcurrencyLimiter({ concurrency: 1 })
   t.ok(limiter.tryEnter())
   await t.rejects(limiter.enter(AbortSignal.abort(new Error('too late'))), { message: 'too late' })
   t.equal(limiter.queued, 0)

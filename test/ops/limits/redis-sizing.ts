@@ -2,13 +2,13 @@ import { readFileSync } from 'node:fs'
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { parse } from 'yaml'
-import { eventually, RedisServer, stack } from '../helper.ts'
+import { eventually, RedisServer, stack } from '../../helper.ts'
 
-const root = new URL('../../', import.meta.url)
+const root = new URL('../../../', import.meta.url)
 const compose = parse(readFileSync(new URL('docker-compose.yml', root), 'utf8')) as { services: { redis: { command: string[] } } }
 const command = compose.services.redis.command
 const POLICY = command[command.indexOf('--maxmemory-policy') + 1] ?? ''
-const readme = readFileSync(new URL('README.md', root), 'utf8')
+const operations = readFileSync(new URL('docs/operations.md', root), 'utf8')
 
 /** A redis-server of the test's own (clean INFO figures), with compose's eviction policy and `maxmemory`. */
 async function ownRedis (t: Test, maxmemory = '0') {
@@ -42,10 +42,10 @@ async function load (app: { inject: (url: string) => Promise<{ statusCode: numbe
 
 const usernames = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `member-${from + i}`)
 
-t.test('bytes per cached username, measured in Redis; the README states them', async (t) => {
+t.test('bytes per cached username, measured in Redis; docs/operations.md states them', async (t) => {
   const { server, redis } = await ownRedis(t)
   const { app, sim } = await stack(t, { env: { REDIS_URL: server.url, RATE_LIMIT_PER_MINUTE: '0' } })
-  await eventually(() => app.redis?.status === 'ready', 'redis ready')
+  await eventually(async () => (await app.inject('/readyz')).json().redis === 'up', '/readyz says redis is up')
   await app.inject('/profile/warm-up')
   await app.inject('/profile/warm-up/timeline')
   const n = 400
@@ -60,16 +60,16 @@ t.test('bytes per cached username, measured in Redis; the README states them', a
   const perProfile = Math.round((profiles - before) / n)
   const perUsername = Math.round((both - before) / n)
   t.comment(`used_memory per username: ${perProfile} B with its profile, ${perUsername} B with its profile and timeline`)
-  const stated = /\*\*~([\d,]+) bytes per username\*\*/.exec(readme)?.[1]
-  t.ok(stated, 'the README gives the figure')
+  const stated = /\*\*~([\d,]+) bytes per username\*\*/.exec(operations)?.[1]
+  t.ok(stated, 'docs/operations.md gives the figure')
   const figure = Number(stated?.replace(/,/g, ''))
-  t.ok(Math.abs(figure - perUsername) / perUsername < 0.25, `README's ${figure} B is within 25% of the measured ${perUsername} B`)
+  t.ok(Math.abs(figure - perUsername) / perUsername < 0.25, `docs/operations.md's ${figure} B is within 25% of the measured ${perUsername} B`)
 })
 
 t.test(`under memory pressure (${POLICY}) every answer is still right: cold entries are evicted and loaded again`, async (t) => {
   const { server, redis } = await ownRedis(t)
   const { app, sim } = await stack(t, { env: { REDIS_URL: server.url, RATE_LIMIT_PER_MINUTE: '0' } })
-  await eventually(() => app.redis?.status === 'ready', 'redis ready')
+  await eventually(async () => (await app.inject('/readyz')).json().redis === 'up', '/readyz says redis is up')
   await app.inject('/profile/warm-up')
   // Room for about a hundred profiles, asked for four times as many.
   const limit = await usedMemory(redis) + 120_000

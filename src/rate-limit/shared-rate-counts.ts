@@ -1,6 +1,7 @@
-import type { RedisCommands } from './commands.ts'
-import type { RedisHealth } from './health.ts'
-import type { RateCount, RateCounts } from '../rate-limit/rate-counts.ts'
+import type { RedisCommands } from '../redis/commands.ts'
+import type { RedisHealth } from '../redis/health.ts'
+import { clientLru } from './policy.ts'
+import type { RateCount, RateCounts } from './rate-counts.ts'
 
 export interface SharedRateCountsOptions {
   redis: Pick<RedisCommands, 'incrby' | 'pexpire'>
@@ -15,12 +16,12 @@ export interface SharedRateCountsOptions {
 }
 
 interface Client {
-  /** The deployment's count as Redis last answered it. */
+  /** The deployment's count as Redis last answered it (until its first answer, this instance's first count). */
   shared: number
   /** Counted here since. */
   pending: number
-  /** While the client's first read is on its way: the requests that arrived meanwhile, answered with it. */
-  waiting?: Array<() => void>
+  /** The client's first count on its way to Redis: a sync waits for it. */
+  reading?: Promise<void>
 }
 
 /** A counter outlives its window by this much, so an instance whose clock is a little behind still finds it. */
@@ -28,13 +29,15 @@ const EXPIRY_SLACK_MS = 5_000
 
 /**
  * Per-client counts every instance shares through Redis without a Redis command per request. Windows
- * are fixed and aligned to the clock, so every instance counts into the same key. A client's first
- * request here asks Redis (INCRBY: the deployment-wide count), and requests of that client arriving
- * before the answer wait for that one read (a burst from one address costs one command, not one per
+ * are fixed and aligned to the clock, so every instance counts into the same key. No request waits for
+ * Redis: a client's first request here is counted here and sent to Redis at once in the background (INCRBY,
+ * which answers the deployment-wide count: a burst from one address costs one command, not one per
  * request); while it keeps asking, its requests are counted here and added to Redis every
  * `syncIntervalMs` (one INCRBY per client), which answers the deployment-wide count again; a client
- * idle for a sync is forgotten. So each instance may let a client through, beyond its budget, at most
- * what it sent the other instances during about one sync interval (100 ms, plus a round trip).
+ * idle for a sync leaves the syncs, its last known count kept for the window (its next request here starts from
+ * it, else pacing requests a sync apart would never be refused). So each instance may let a client through, beyond its budget, at most
+ * what it sent the other instances during about one sync interval (100 ms, plus a round trip), and what
+ * its first request's round trip leaves unseen.
  * While Redis is down the counts are this instance's alone (the budget applies per instance, never
  * waiting on Redis), and they are added to Redis with the first sync after it is back.
  */
@@ -48,6 +51,8 @@ export class SharedRateCounts implements RateCounts {
   readonly #timer: NodeJS.Timeout
   /** Clients counted here since the last sync, in the window that is `#window` windows of `windowMs` since the epoch. */
   #clients = new Map<string, Client>()
+  /** The last deployment-wide count of clients idle since, in this window (bounded: least recently seen out first). */
+  readonly #idle = clientLru<number>()
   #window = 0
 
   constructor (options: SharedRateCountsOptions) {
@@ -67,48 +72,50 @@ export class SharedRateCounts implements RateCounts {
     if (window !== this.#window) {
       // Counts not yet synced belong to a window that is over: nothing will read them.
       this.#clients = new Map()
+      this.#idle.clear()
       this.#window = window
     }
     const known = this.#clients.get(client)
     if (known !== undefined) {
-      const ordinal = known.pending += times
-      if (known.waiting === undefined) return answer({ current: known.shared + ordinal, ttl })
-      known.waiting.push(() => answer({ current: known.shared + ordinal, ttl }))
-      return
+      known.pending += times
+      return answer({ current: known.shared + known.pending, ttl })
     }
+    const before = this.#idle.get(client) ?? 0
+    this.#idle.delete(client)
     if (!this.#health.up) {
-      this.#clients.set(client, { shared: 0, pending: times })
-      return answer({ current: times, ttl })
+      this.#clients.set(client, { shared: before, pending: times })
+      return answer({ current: before + times, ttl })
     }
-    const counted: Client = { shared: 0, pending: 0, waiting: [] }
+    const counted: Client = { shared: before + times, pending: 0 }
     this.#clients.set(client, counted)
-    this.#add(client, times).then((current) => {
+    answer({ current: before + times, ttl })
+    counted.reading = this.#add(client, times).then((current) => {
       counted.shared = current
-      answer({ current, ttl })
     }, (error: unknown) => {
-      // Let through, and not counted again: a command that timed out may still have reached Redis.
+      // Not counted again: a command that timed out may still have reached Redis.
       this.#onError(error)
-      answer(undefined)
     }).finally(() => {
-      const waiting = counted.waiting ?? []
-      delete counted.waiting
-      for (const answerWaiter of waiting) answerWaiter()
-    }).catch(this.#onError)
+      delete counted.reading
+    })
   }
 
   /**
    * Adds the counts taken here since the last sync to Redis, and reads the deployment's back. A client
-   * with no request here since the last sync is forgotten: its view would only go stale, so its next
-   * request reads Redis again.
+   * with no request here since the last sync leaves the syncs: only its last known count is kept.
    */
   async sync (): Promise<void> {
     if (!this.#health.up) return
     const clients = this.#clients
-    // A client whose first read is still on its way syncs next time.
-    for (const [client, counted] of clients) if (counted.pending === 0 && counted.waiting === undefined) clients.delete(client)
+    // A client whose first count is still on its way syncs after it.
+    for (const [client, counted] of clients) {
+      if (counted.pending > 0 || counted.reading !== undefined) continue
+      clients.delete(client)
+      this.#idle.set(client, counted.shared)
+    }
     await Promise.all([...clients].map(async ([client, counted]) => {
-      if (counted.waiting !== undefined) return
+      await counted.reading
       const sent = counted.pending
+      if (sent === 0) return
       counted.pending = 0
       try {
         counted.shared = await this.#add(client, sent)

@@ -3,9 +3,10 @@ import { readFileSync } from 'node:fs'
 import { parser } from '@prometheus-io/lezer-promql'
 import t, { type Test } from 'tap'
 import { parse } from 'yaml'
-import { eventually, parseMetrics, REDIS_URL, stack } from '../helper.ts'
+import { eventually, parseMetrics, REDIS_URL, stack } from '../../helper.ts'
+import { skipWithout } from '../../helpers/required-tool.ts'
 
-const root = new URL('../../', import.meta.url)
+const root = new URL('../../../', import.meta.url)
 const read = (path: string): string => readFileSync(new URL(path, root), 'utf8')
 
 interface Panel { id: number, title: string, type: string, datasource: { uid: string }, targets: Array<{ expr: string, datasource: { uid: string } }> }
@@ -48,7 +49,7 @@ function selectors (expr: string): Selector[] {
 /** The series the service exports, with the label names seen on them, after some traffic (Redis and an upstream budget configured). */
 async function exported (t: Test): Promise<Map<string, Set<string>>> {
   const { app } = await stack(t, { env: { REDIS_URL, UPSTREAM_MAX_RPS: '1000' } })
-  await eventually(() => app.redis?.status === 'ready', 'redis ready')
+  await eventually(async () => (await app.inject('/readyz')).json().redis === 'up', '/readyz says redis is up')
   for (const url of ['/profile/alice', '/profile/alice', '/profile/ghost-1', '/nowhere']) await app.inject(url)
   const text = (await app.inject('/metrics')).body
   const series = new Map<string, Set<string>>()
@@ -119,7 +120,7 @@ t.test('the alerts: each named, lasting, with a severity, a summary and a runboo
 
 const promtool = spawnSync('promtool', ['--version']).status === 0
 t.test('promtool accepts the rules, their unit tests pass, and the compose Prometheus configuration is valid', {
-  skip: promtool ? false : 'promtool (Debian package prometheus) is not installed here; .ci/run installs it'
+  skip: skipWithout(promtool, 'promtool (Debian package prometheus) is not installed here')
 }, async (t) => {
   const run = (...args: string[]) => spawnSync('promtool', args, { cwd: root, encoding: 'utf8' })
   for (const result of [
