@@ -116,13 +116,18 @@ export class NearCopies {
   /**
    * Every copy still known, removed from here: events may be missed from now on, so they stop being copies. One made
    * while the bus was lost is not known (a purge elsewhere may have been missed): it is not taken. What was known when
-   * the bus was lost a copy's few seconds ago is: the same bound as a copy's, and Redis's loss often begins there.
+   * the bus was lost a copy's few seconds ago is taken (Redis's loss often begins there), but fresh only for a copy's
+   * few seconds from that loss: a purge missed since then is served as a copy's would be, then the entry is stale.
    */
   take (): Array<[string, CacheEntry]> {
     this.#changeAll()
-    const lostJustNow = this.#now() - this.#lost.at < COPY_TTL_MS
-    const kept = [...this.#copies.entries()].flatMap(([key, copy]): Array<[string, CacheEntry]> =>
-      copy.trust === this.#trust || (lostJustNow && copy.trust === this.#lost.trust) ? [[key, copy.entry]] : [])
+    const lostUntil = this.#lost.at + COPY_TTL_MS
+    const lostJustNow = this.#now() < lostUntil
+    const kept = [...this.#copies.entries()].flatMap(([key, copy]): Array<[string, CacheEntry]> => {
+      if (copy.trust === this.#trust) return [[key, copy.entry]]
+      if (!lostJustNow || copy.trust !== this.#lost.trust) return []
+      return [[key, { ...copy.entry, freshUntil: Math.min(copy.entry.freshUntil, lostUntil) }]]
+    })
     this.#copies.clear()
     this.distrust()
     return kept
