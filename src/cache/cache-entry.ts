@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 
 /**
  * What the cache stores for one key: the response body already serialized (a hit sends these bytes
@@ -34,7 +34,7 @@ export function createEntry (
   { freshMs, staleMs }: Freshness,
   random: () => number = Math.random
 ): CacheEntry {
-  const etag = `"${createHash('sha1').update(body).digest('base64url')}"`
+  const etag = `"${hash('sha1', body, 'base64url')}"`
   const fresh = freshMs - Math.floor(freshMs * FRESHNESS_JITTER * random())
   return { status, body, etag, storedAt: now, freshUntil: now + fresh, staleUntil: now + fresh + staleMs }
 }
