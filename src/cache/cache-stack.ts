@@ -30,6 +30,8 @@ export interface Served {
 export type Load = ((signal: AbortSignal, priority: Priority, deadlineAt: number) => Promise<CacheEntry>) & {
   /** A refusal known before the load would start (see Loader.load); undefined: it may load. */
   refusesNow?: (priority: Priority, deadlineAt: number) => Error | undefined
+  /** Whether `refusesNow` may refuse a caller now, counting nothing: a read then claims no load it would only release. */
+  mayRefuse?: () => boolean
 }
 
 /** A load's priority, from why it started: a caller with nothing to serve waits on a miss or a bypass, nobody on a revalidation. */
@@ -136,7 +138,7 @@ export class CacheStack {
     if (this.#flights.cause(key) === 'miss') return await this.#loaded(key, resource, load, signal, 'miss', arrival)
     let cached: CacheEntry | undefined
     try {
-      cached = await this.#tier.get(key)
+      cached = await this.#tier.get(key, load.mayRefuse?.() !== true)
     } catch (error) {
       this.#onError(error, key, 'store')
       return await this.#loaded(key, resource, load, signal, 'bypass', arrival)

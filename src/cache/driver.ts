@@ -47,6 +47,8 @@ export interface CacheDriver {
 
 /** What the cache stack reads and writes through: this process's memory alone, or Redis behind short copies. */
 export interface Tier extends CacheDriver {
+  /** With `claiming` (the default), a read that finds nothing servable claims the key's load where the store can (see `getOrClaim`). */
+  get: (key: string, claiming?: boolean) => Promise<CacheEntry | undefined>
   /** What this process holds for the key, without I/O: the hit path asks it first. */
   held: (key: string) => CacheEntry | undefined
   /** What the store holds now, read after every write this process has seen: no copy and no read in flight answers it. */

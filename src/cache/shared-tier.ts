@@ -75,12 +75,12 @@ export class SharedTier implements Tier {
     return this.#copies.get(key) ?? (this.#alone.size === 0 ? undefined : this.#alone.held(key))
   }
 
-  async get (key: string): Promise<CacheEntry | undefined> {
+  async get (key: string, claiming = true): Promise<CacheEntry | undefined> {
     const held = this.held(key)
     if (held !== undefined || !this.#redis.up) return held
     let reading = this.#reading.get(key)
     if (reading === undefined) {
-      const read = this.#readShared(key, true)
+      const read = this.#readShared(key, claiming)
       reading = read
       this.#reading.set(key, read)
       const done = (): void => { if (this.#reading.get(key) === read) this.#reading.delete(key) }

@@ -10,7 +10,7 @@ import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client
 
 export interface LookupsOptions {
   cache: Pick<CacheStack, 'lookup' | 'markStale'>
-  upstream: Pick<UpstreamClient, 'profile' | 'timeline' | 'refusesNow'>
+  upstream: Pick<UpstreamClient, 'profile' | 'timeline' | 'refusesNow' | 'mayRefuse'>
   keyPrefix: string
   freshness: FreshnessPolicy
   now: () => number
@@ -31,6 +31,8 @@ export class Lookups {
   readonly #random: () => number
   /** A profile entry's parsed `user`, so that field queries on one entry parse it once. */
   readonly #users = new WeakMap<CacheEntry, User>()
+  /** Made once, shared by every lookup's load. */
+  readonly #mayRefuse = (): boolean => this.#options.upstream.mayRefuse()
 
   constructor (options: LookupsOptions) {
     this.#options = options
@@ -83,7 +85,8 @@ export class Lookups {
     const load: Load = Object.assign(async (loadSignal: AbortSignal, priority: Priority, deadlineAt: number) =>
       await this.#load(kind, username, loadSignal, priority, deadlineAt), {
       // Asked before the cache takes a lock: a refused miss costs no more than the read that found nothing to serve.
-      refusesNow: (priority: Priority, deadlineAt: number) => upstream.refusesNow(kind, priority, deadlineAt)
+      refusesNow: (priority: Priority, deadlineAt: number) => upstream.refusesNow(kind, priority, deadlineAt),
+      mayRefuse: this.#mayRefuse
     })
     return cache.lookup(cacheKey(keyPrefix, kind, username), kind, load, signal, arrival)
   }

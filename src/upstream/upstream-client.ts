@@ -112,6 +112,15 @@ export class UpstreamClient {
     return refused === undefined ? undefined : this.#failed(resource, call, refused)
   }
 
+  /**
+   * Whether `refusesNow` may refuse a caller now, counting nothing: the breaker open, a back-off, no usable token
+   * while the identity provider fails, or the budget short. A cold read then claims no load (a lock it would release).
+   */
+  mayRefuse (): boolean {
+    const { breaker, backoff, tokens, budget } = this.#options
+    return breaker.retryInMs > 0 || backoff.remainingMs > 0 || budget.short || tokens.refusesNow() !== undefined
+  }
+
   /** Asked again when the call starts, so that a refusal known then spends no budget call and waits for no slot. */
   #knownRefusal (call: EdgeCall): Error | undefined {
     const { breaker, backoff, tokens, budget, latency } = this.#options

@@ -27,10 +27,7 @@ export interface CallBudgetOptions {
 }
 
 /** The waiter to serve next, and whether it goes by the reserve (a refresh-ahead with callers' right of way). */
-interface Next {
-  waiter: Waiter
-  reserved: boolean
-}
+interface Next { waiter: Waiter, reserved: boolean }
 
 /**
  * The gate every upstream call passes before it is sent. Calls in hand (leased from the fleet's bucket) go to the
@@ -103,6 +100,9 @@ export class CallBudget {
     })
     this.#let(priority)
   }
+
+  /** Whether a caller may be refused now (a retry pending: the budget is short), counting nothing. */
+  get short (): boolean { return this.#retry !== undefined }
 
   /** A caller's refusal known before it queues (a retry pending: the budget is short; those ahead keep it past `sendBy`): now, not a 503 at its deadline. */
   refusesNow (priority: Priority, sendBy: number): Error | undefined {
