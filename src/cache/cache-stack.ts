@@ -30,8 +30,8 @@ export interface Served {
 export type Load = ((signal: AbortSignal, priority: Priority, deadlineAt: number) => Promise<CacheEntry>) & {
   /** A refusal known before the load would start (see Loader.load); undefined: it may load. */
   refusesNow?: (priority: Priority, deadlineAt: number) => Error | undefined
-  /** Whether `refusesNow` may refuse a caller now, counting nothing: a read then claims no load it would only release. */
-  mayRefuse?: () => boolean
+  /** Whether `refusesNow` would refuse, counting nothing: a read then claims no load it would only release. */
+  wouldRefuse?: (priority: Priority, deadlineAt: number) => boolean
 }
 
 /** A load's priority, from why it started: a caller with nothing to serve waits on a miss or a bypass, nobody on a revalidation. */
@@ -138,7 +138,7 @@ export class CacheStack {
     if (this.#flights.cause(key) === 'miss') return await this.#loaded(key, resource, load, signal, 'miss', arrival)
     let cached: CacheEntry | undefined
     try {
-      cached = await this.#tier.get(key, load.mayRefuse?.() !== true)
+      cached = await this.#tier.get(key, load.wouldRefuse?.('caller', this.#deadlineAt(arrival)) !== true)
     } catch (error) {
       this.#onError(error, key, 'store')
       return await this.#loaded(key, resource, load, signal, 'bypass', arrival)
@@ -173,9 +173,7 @@ export class CacheStack {
     key: string, resource: Resource, load: Load, signal: AbortSignal | undefined, cause: 'miss' | 'bypass', arrival: Arrival | undefined
   ): Promise<Served> {
     const waitedMs = arrival?.elapsedTime ?? 0
-    // The load's one deadline, from the caller's arrival, a little before its wait ends: what keeps it unsent (the
-    // budget spent: 503) is then the answer; once sent, its call runs to its answer, stored for the next caller (deadline.ts).
-    const deadlineAt = this.#now() - waitedMs + this.#budget.callerLoadMs
+    const deadlineAt = this.#deadlineAt(arrival)
     // A refusal known now (no token, a back-off, the budget spent) with no load to join: answered before any wait or flight.
     const refused = this.#flights.cause(key) === undefined ? load.refusesNow?.(PRIORITY_OF[cause], deadlineAt) : undefined
     if (refused !== undefined) throw refused
@@ -203,6 +201,14 @@ export class CacheStack {
       }
     })
     return { entry, state: cause === 'bypass' ? 'BYPASS' : 'MISS', at: this.#now() }
+  }
+
+  /**
+   * A caller's load's one deadline, from its arrival, a little before its wait ends: what keeps it unsent (the budget
+   * spent: 503) is then the answer; once sent, its call runs to its answer, stored for the next caller (deadline.ts).
+   */
+  #deadlineAt (arrival: Arrival | undefined): number {
+    return this.#now() - (arrival?.elapsedTime ?? 0) + this.#budget.callerLoadMs
   }
 
   async #load (

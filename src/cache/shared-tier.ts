@@ -29,7 +29,8 @@ export interface SharedTierOptions {
  * Redis with this instance in front of it. While Redis is up, hits are answered from short copies, shared reads of one
  * key are made once however many requests want it, and fills and purges are told to the other instances; with the bus
  * down or flapping too, only the copies' own bound (2 s) keeps them coherent. While Redis itself is down, this
- * instance's own store is the cache, for each entry's whole life, so the upstream stays sheltered. What it holds alone
+ * instance's own store is the cache, for each entry's whole life (what only the copies' bound vouched for, 2 s
+ * fresh), so the upstream stays sheltered. What it holds alone
  * is read before Redis, and handed to Redis as soon as Redis takes writes again, so that no hot key turns into an
  * upstream call: stale where Redis holds a version of the key, since a purge made meanwhile may be forgotten there.
  */
@@ -215,7 +216,7 @@ export class SharedTier implements Tier {
     this.#alone.forget(event.key)
   }
 
-  /** Redis is away: what is known is kept alone for its whole life, not loaded again; handed back, it undoes no purge (see HANDED_BACK). */
+  /** Redis is away: what is known is kept alone for its life (see NearCopies.take), not loaded again; handed back, it undoes no purge (see HANDED_BACK). */
   #adoptCopies (): void {
     for (const [key, copy] of this.#copies.take()) this.#alone.set(key, copy).catch(() => {})
   }

@@ -10,7 +10,7 @@ import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client
 
 export interface LookupsOptions {
   cache: Pick<CacheStack, 'lookup' | 'markStale'>
-  upstream: Pick<UpstreamClient, 'profile' | 'timeline' | 'refusesNow' | 'mayRefuse'>
+  upstream: Pick<UpstreamClient, 'profile' | 'timeline' | 'refusesNow' | 'wouldRefuse'>
   keyPrefix: string
   freshness: FreshnessPolicy
   now: () => number
@@ -32,7 +32,7 @@ export class Lookups {
   /** A profile entry's parsed `user`, so that field queries on one entry parse it once. */
   readonly #users = new WeakMap<CacheEntry, User>()
   /** Made once, shared by every lookup's load. */
-  readonly #mayRefuse = (): boolean => this.#options.upstream.mayRefuse()
+  readonly #wouldRefuse = (priority: Priority, deadlineAt: number): boolean => this.#options.upstream.wouldRefuse(priority, deadlineAt)
 
   constructor (options: LookupsOptions) {
     this.#options = options
@@ -86,7 +86,7 @@ export class Lookups {
       await this.#load(kind, username, loadSignal, priority, deadlineAt), {
       // Asked before the cache takes a lock: a refused miss costs no more than the read that found nothing to serve.
       refusesNow: (priority: Priority, deadlineAt: number) => upstream.refusesNow(kind, priority, deadlineAt),
-      mayRefuse: this.#mayRefuse
+      wouldRefuse: this.#wouldRefuse
     })
     return cache.lookup(cacheKey(keyPrefix, kind, username), kind, load, signal, arrival)
   }

@@ -67,9 +67,13 @@ export class TokenFailures {
    * (only the caller that started it waits for it). Undefined: the caller may wait for, or start, an exchange.
    */
   refusal (retryRunning: boolean): Error | undefined {
-    if (this.#count === 0) return undefined
-    if (retryRunning) return refused('the identity provider is failing; a retry is under way')
-    return this.backingOff ? backingOff(this.remainingMs) : undefined
+    if (!this.refuses(retryRunning)) return undefined
+    return retryRunning ? refused('the identity provider is failing; a retry is under way') : backingOff(this.remainingMs)
+  }
+
+  /** Whether `refusal` would refuse, making nothing. */
+  refuses (retryRunning: boolean): boolean {
+    return this.#count > 0 && (retryRunning || this.backingOff)
   }
 }
 

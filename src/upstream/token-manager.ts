@@ -41,11 +41,10 @@ interface Renewal {
 /**
  * Holds the client-credentials token. One exchange per lifetime: a token past `renewalDue` is still handed out while
  * one renewal runs in the background; one exchange at a time, shared by its callers, and with a store one across
- * instances (a Redis lock; the others are woken by its release). Without a usable token, before any failure every
- * caller waits for the exchange under way (at most EXCHANGE_DEADLINE_MS). Once one has failed (or passed that
- * deadline unanswered), callers are refused at once (UPSTREAM_AUTH_FAILED) during the back-off, counted from the
- * failure, and while a retry runs: only the caller that started it waits for it. The failure opens
- * `<prefix>token:failing` for the back-off, and a retry for its deadline, so other instances refuse too.
+ * instances (a Redis lock; the others are woken by its release). Before any failure, callers without a usable token
+ * wait for the exchange under way (EXCHANGE_DEADLINE_MS at most). Once one failed (or passed that deadline), they are
+ * refused at once (UPSTREAM_AUTH_FAILED) during the back-off from the failure and while a retry runs (its starter
+ * waits); `<prefix>token:failing` holds the back-off, and a retry's deadline, so other instances refuse too.
  */
 export class TokenManager {
   readonly #endpoint: TokenManagerOptions['endpoint']
@@ -99,10 +98,10 @@ export class TokenManager {
     })
   }
 
-  /**
-   * A caller's refusal known at once, without waiting: no usable token, and the provider failing (its back-off, or a
-   * retry under way). Undefined: `getToken` may answer, wait for an exchange, or start one.
-   */
+  /** Whether `refusesNow` would refuse, settling nothing (an exchange past its deadline counts as a retry running). */
+  get refusing (): boolean { return !this.#usable(this.#current) && this.#failures.refuses(this.#renewal !== undefined) }
+
+  /** A caller's refusal known at once: no usable token, the provider failing (back-off, retry under way); else undefined. */
   refusesNow (): Error | undefined {
     if (this.#usable(this.#current)) return undefined
     this.#settleOverdue()

@@ -26,7 +26,7 @@ import { CONNECTION_CODES } from './transport-errors.ts'
 export type UpstreamAnswer<T> = { found: true, body: T } | { found: false }
 
 export interface UpstreamClientOptions extends Omit<TokenOptions, 'tokens'> {
-  tokens: TokenOptions['tokens'] & Pick<TokenManager, 'refusesNow'>
+  tokens: TokenOptions['tokens'] & Pick<TokenManager, 'refusesNow' | 'refusing'>
   /** Dispatcher bound to the upstream's origin (its Pool). */
   dispatcher: Dispatcher
   /** Path of UPSTREAM_BASE_URL (kept, routes appended), without a trailing slash. */
@@ -112,13 +112,11 @@ export class UpstreamClient {
     return refused === undefined ? undefined : this.#failed(resource, call, refused)
   }
 
-  /**
-   * Whether `refusesNow` may refuse a caller now, counting nothing: the breaker open, a back-off, no usable token
-   * while the identity provider fails, or the budget short. A cold read then claims no load (a lock it would release).
-   */
-  mayRefuse (): boolean {
-    const { breaker, backoff, tokens, budget } = this.#options
-    return breaker.retryInMs > 0 || backoff.remainingMs > 0 || budget.short || tokens.refusesNow() !== undefined
+  /** Whether `refusesNow` would refuse, counting and settling nothing: a cold read then claims no load it would only release. */
+  wouldRefuse (priority: Priority, deadlineAt: number): boolean {
+    const { breaker, backoff, tokens, budget, latency } = this.#options
+    if (breaker.retryInMs > 0 || backoff.remainingMs > 0 || tokens.refusing) return true
+    return budget.refuses(priority, sendBy(this.#call(priority, undefined, deadlineAt), latency.expectedMs))
   }
 
   /** Asked again when the call starts, so that a refusal known then spends no budget call and waits for no slot. */

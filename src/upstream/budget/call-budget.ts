@@ -101,13 +101,14 @@ export class CallBudget {
     this.#let(priority)
   }
 
-  /** Whether a caller may be refused now (a retry pending: the budget is short), counting nothing. */
-  get short (): boolean { return this.#retry !== undefined }
-
   /** A caller's refusal known before it queues (a retry pending: the budget is short; those ahead keep it past `sendBy`): now, not a 503 at its deadline. */
   refusesNow (priority: Priority, sendBy: number): Error | undefined {
-    if (!RULES[priority].callerFacing || this.#retry === undefined || !this.#unreachable(this.#waiting.from(priority) + 1, sendBy)) return undefined
-    return this.#exhausted(priority)
+    return this.refuses(priority, sendBy) ? this.#exhausted(priority) : undefined
+  }
+
+  /** Whether `refusesNow` would refuse, counting nothing. */
+  refuses (priority: Priority, sendBy: number): boolean {
+    return RULES[priority].callerFacing && this.#retry !== undefined && this.#unreachable(this.#waiting.from(priority) + 1, sendBy)
   }
 
   /** An upstream 429 (Retry-After `holdMs`): the calls in hand are given up and the rate is halved. */
@@ -187,10 +188,7 @@ export class CallBudget {
     }
   }
 
-  /**
-   * The budget turned out short: callers already queued (a burst before the first short lease, say) that it cannot
-   * reach before they must be sent are told now, each by its place in the line, rather than all at their deadline.
-   */
+  /** The budget turned out short: queued callers it cannot reach before they must be sent are told now, each by its place. */
   #refuseUnreachable (): void {
     const late = this.#waiting.callersPast((place, sendBy) => this.#unreachable(place, sendBy))
     for (const waiter of late) waiter.refuse(this.#exhausted(waiter.priority))

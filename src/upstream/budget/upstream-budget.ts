@@ -14,8 +14,8 @@ export interface UpstreamBudget {
   acquire: (priority: Priority, signal: AbortSignal, sendBy?: number) => Promise<void>
   /** A caller's refusal known now, before it would queue (see CallBudget); undefined: it may try. */
   refusesNow: (priority: Priority, sendBy: number) => Error | undefined
-  /** Whether `refusesNow` may refuse a caller now, counting nothing. */
-  readonly short: boolean
+  /** Whether `refusesNow` would refuse, counting nothing. */
+  refuses: (priority: Priority, sendBy: number) => boolean
   slowDown: (holdMs: number) => Promise<void>
   /** Undefined when the rate is unlimited. */
   rate: () => BudgetRate | undefined
@@ -78,7 +78,7 @@ function unlimited (telemetry: BudgetTelemetry): UpstreamBudget {
       telemetry.budgetCall(priority)
     },
     refusesNow: () => undefined,
-    short: false,
+    refuses: () => false,
     slowDown: async () => {},
     rate: () => undefined
   }

@@ -27,6 +27,10 @@ t.test('while the budget is short, a caller whose wait would outlast its time is
   await timers.idle()
   const a = ask(gate, clock, start + 1_500)
   await timers.idle()
+  // Asked without counting (as a cold read asks before it claims a lock): where refusesNow would refuse, and only there.
+  t.equal(gate.refuses('caller', start + 900), true, 'a caller it cannot reach in time')
+  t.equal(gate.refuses('caller', start + 5_000), false, 'not one it can reach')
+  t.equal(gate.refuses('background', start + 900), false, 'nor background work, which waits instead')
   // Short now: one caller ahead at 1 call/s, so it would be sent 1 s from now at the soonest, after its 0.9 s.
   const b = ask(gate, clock, start + 900)
   const c = ask(gate, clock, start + 5_000)

@@ -79,8 +79,10 @@ t.test('each call is reported with its outcome; each failure logged once as a wa
 t.test('an open circuit lets one probe through after its period; success closes it', async (t) => {
   const { sim, upstream, clock, telemetry } = await client(t)
   sim.failAlways({ kind: 'status', status: 502 })
+  t.equal(upstream.wouldRefuse('caller', clock.now() + 1_000), false, 'closed: a caller would not be refused')
   await openCircuit(t, upstream)
   t.equal(upstream.breakerState, 'open')
+  t.equal(upstream.wouldRefuse('caller', clock.now() + 1_000), true, 'open: a caller would be refused (asked without counting it)')
   await t.rejects(upstream.profile('refused'), { code: 'UPSTREAM_ERROR', message: /next try within 1 s/ })
   t.equal(sim.stats.dataCalls, BREAKER_FAILURE_THRESHOLD)
 
@@ -104,10 +106,12 @@ t.test('the back-off window refuses calls until it ends, then calls resume', asy
   const { sim, upstream, clock, telemetry } = await client(t)
   sim.failNext({ kind: 'status', status: 429, retryAfter: '30' })
   await t.rejects(upstream.profile('a1'), { code: 'UPSTREAM_RATE_LIMITED', retryAfterSeconds: 30 })
+  t.equal(upstream.wouldRefuse('caller', clock.now() + 1_000), true, 'a caller would be refused during the back-off (asked without counting it)')
   clock.advance(29_500)
   await t.rejects(upstream.profile('a2'), { code: 'UPSTREAM_RATE_LIMITED', retryAfterSeconds: 1 })
   t.equal(sim.stats.dataCalls, 1)
   clock.advance(500)
+  t.equal(upstream.wouldRefuse('caller', clock.now() + 1_000), false, 'nor once it ended')
   t.match(await upstream.profile('a3'), { found: true })
   t.same(telemetry.events.filter((event) => /^(call|backoff):/.test(event)), [
     'backoff:true', 'call:profile:rate_limited', 'call:profile:short_circuited', 'backoff:false', 'call:profile:ok'
