@@ -4,7 +4,7 @@ import { BackoffWindow } from '../upstream/backoff-window.ts'
 import { CircuitBreaker } from '../upstream/circuit-breaker.ts'
 import { ConcurrencyLimiter } from '../upstream/concurrency-limiter.ts'
 import { loadBudget } from '../load-budget.ts'
-import { originPool } from '../upstream/origin-pool.ts'
+import { originConnection, originPool } from '../upstream/origin-pool.ts'
 import { SharedWindow } from '../redis/shared-window.ts'
 import { TokenCipher } from '../upstream/token-cipher.ts'
 import { TokenEndpoint } from '../upstream/token-endpoint.ts'
@@ -27,7 +27,7 @@ interface UpstreamPluginOptions {
   now?: () => number
 }
 
-/** The token manager and the upstream client, each origin on its own pool, closed with the app. */
+/** The token manager (a connection of its own per exchange) and the upstream client (a pool, closed with the app). */
 async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPluginOptions): Promise<void> {
   const { config, redisLayer, telemetry } = app
   const limits = loadBudget(config)
@@ -36,14 +36,13 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
   const upstreamPool = originPool(base.origin, limits.callerMs, config.UPSTREAM_MAX_CONCURRENCY)
   // An exchange may take its own deadline when callers' time is shorter: they get their 504, the next caller the token.
   const exchangeMs = Math.max(limits.exchangeMs, EXCHANGE_DEADLINE_MS)
-  // Its own pool even on the same origin: an exchange never waits behind data calls for a connection.
-  const authPool = originPool(auth.origin, exchangeMs, 2)
 
   const prefix = config.CACHE_KEY_PREFIX
   const tokenLog = app.log.child({ component: 'token-manager' })
   const tokens = new TokenManager({
     endpoint: new TokenEndpoint({
-      dispatcher: authPool,
+      // Never the data calls' pool, even on the same origin: an exchange never waits behind them for a connection.
+      connection: () => originConnection(auth.origin, exchangeMs),
       tokenPath: `${trimSlash(auth.pathname)}/oauth/token`,
       clientId: config.CLIENT_ID,
       clientSecret: config.CLIENT_SECRET,
@@ -111,7 +110,7 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
   app.decorate('tokens', tokens)
   app.decorate('upstream', client)
   app.addHook('onClose', async () => {
-    await Promise.all([upstreamPool.close(), authPool.close()])
+    await upstreamPool.close()
   })
 }
 

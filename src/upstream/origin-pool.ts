@@ -1,15 +1,18 @@
-import { Pool } from 'undici'
+import { Client, Pool } from 'undici'
 
 /** Bodies above this are refused: a profile or a timeline is a few KiB. */
 const MAX_UPSTREAM_BODY_BYTES = 1024 * 1024
 
 /** A keep-alive pool to one origin, every phase of a call (connect, headers, body) bounded by `timeoutMs`. */
 export function originPool (origin: string, timeoutMs: number, connections: number): Pool {
-  return new Pool(origin, {
-    connections,
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
-    connect: { timeout: timeoutMs },
-    maxResponseSize: MAX_UPSTREAM_BODY_BYTES
-  })
+  return new Pool(origin, { connections, ...bounds(timeoutMs) })
+}
+
+/** One connection to the origin, bounded as a pool's, for a single request (see TokenEndpoint). */
+export function originConnection (origin: string, timeoutMs: number): Client {
+  return new Client(origin, bounds(timeoutMs))
+}
+
+function bounds (timeoutMs: number): Pick<Pool.Options, 'headersTimeout' | 'bodyTimeout' | 'connect' | 'maxResponseSize'> {
+  return { headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs }, maxResponseSize: MAX_UPSTREAM_BODY_BYTES }
 }

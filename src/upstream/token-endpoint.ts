@@ -10,8 +10,8 @@ export interface MintedToken {
 }
 
 export interface TokenEndpointOptions {
-  /** Dispatcher bound to the identity provider's origin. */
-  dispatcher: Dispatcher
+  /** A new connection to the identity provider's origin, one per exchange (closed after it). */
+  connection: () => Dispatcher
   /** Path of the token endpoint on that origin, e.g. `/oauth/token`. */
   tokenPath: string
   clientId: string
@@ -24,7 +24,9 @@ export interface TokenEndpointOptions {
 /**
  * One client-credentials exchange with the identity provider. Every way it can fail (unreachable, slow,
  * a non-200, no JSON, no `access_token`) is UPSTREAM_AUTH_FAILED, with a message that never holds the
- * secret or what the provider answered.
+ * secret or what the provider answered. Each exchange has a connection of its own: one comes per token lifetime, so
+ * keeping connections buys nothing, and one kept from a hung provider may be dead when it answers again (a pool
+ * reconnects ahead of its next request: the 200 then waited a deadline and a back-off more).
  */
 export class TokenEndpoint {
   readonly #options: TokenEndpointOptions
@@ -45,9 +47,10 @@ export class TokenEndpoint {
   }
 
   async #request (signal: AbortSignal | undefined): Promise<Record<string, unknown>> {
-    const { dispatcher, tokenPath, clientId, clientSecret, audience, timeoutMs } = this.#options
+    const { connection, tokenPath, clientId, clientSecret, audience, timeoutMs } = this.#options
     let answer: unknown
     const deadline = withDeadline(signal, timeoutMs)
+    const dispatcher = connection()
     try {
       const response = await dispatcher.request({
         method: 'POST',
@@ -69,6 +72,7 @@ export class TokenEndpoint {
       throw new UPSTREAM_AUTH_FAILED(why, { cause: error })
     } finally {
       deadline.clear()
+      dispatcher.destroy().catch(() => {})
     }
     return typeof answer === 'object' && answer !== null ? answer as Record<string, unknown> : {}
   }

@@ -37,7 +37,7 @@ export class TokenFailures {
   /** An exchange failed at `failedAt`: the back-off (in ms) counts from then. */
   record (reason: string, failedAt: number): number {
     this.#count++
-    const delayMs = retryDelay(this.#count, this.#random())
+    const delayMs = retryDelay(this.#random())
     this.#retryAt = failedAt + delayMs
     this.#reason = reason
     return delayMs

@@ -3,6 +3,7 @@ import { Pool } from 'undici'
 import { BackoffWindow } from '../../../src/upstream/backoff-window.ts'
 import { BREAKER_FAILURE_THRESHOLD, BREAKER_OPEN_MS, CircuitBreaker } from '../../../src/upstream/circuit-breaker.ts'
 import { ConcurrencyLimiter } from '../../../src/upstream/concurrency-limiter.ts'
+import { originConnection } from '../../../src/upstream/origin-pool.ts'
 import { TokenEndpoint } from '../../../src/upstream/token-endpoint.ts'
 import { TokenManager } from '../../../src/upstream/token-manager.ts'
 import { RecentLatency } from '../../../src/upstream/recent-latency.ts'
@@ -28,7 +29,7 @@ async function client (t: TestContext) {
   const log = recordingLog()
   const tokens = new TokenManager({
     endpoint: new TokenEndpoint({
-      dispatcher: pool,
+      connection: () => originConnection(sim.url, 1_000),
       tokenPath: '/oauth/token',
       clientId: sim.options.clientId,
       clientSecret: sim.options.clientSecret,

@@ -1,0 +1,53 @@
+import { createConnection, createServer, type Socket } from 'node:net'
+import t from 'tap'
+import { originConnection } from '../../../src/upstream/origin-pool.ts'
+import { TokenEndpoint } from '../../../src/upstream/token-endpoint.ts'
+import { EXCHANGE_DEADLINE_MS } from '../../../src/upstream/token-timing.ts'
+import { simulator, type TestContext } from '../../helper.ts'
+
+// A provider that hung and came back answering new connections only: an exchange then must not take a connection
+// kept from the hang (a pool reconnects ahead of its next request), or it waits its whole deadline for nothing.
+
+/** Holds every connection it accepts, unread, until opened; then pipes new ones to `target` (the held ones stay dead). */
+async function gate (t: TestContext, target: URL): Promise<{ url: string, accepted: () => number, open: () => void }> {
+  const sockets = new Set<Socket>()
+  let accepted = 0
+  let open = false
+  const server = createServer({ pauseOnConnect: true }, (socket) => {
+    accepted++
+    sockets.add(socket)
+    socket.on('error', () => {})
+    if (!open) return
+    const upstream = createConnection({ host: target.hostname, port: Number(target.port) })
+    upstream.on('error', () => socket.destroy())
+    socket.pipe(upstream).pipe(socket)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(async () => {
+    for (const socket of sockets) socket.destroy()
+    await new Promise((resolve) => server.close(resolve))
+  })
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, accepted: () => accepted, open: () => { open = true } }
+}
+
+t.test('after a hung provider answers again on new connections only, the next exchange gets a token at once', async (t) => {
+  const sim = await simulator(t)
+  const provider = await gate(t, new URL(sim.authUrl))
+  const endpoint = new TokenEndpoint({
+    connection: () => originConnection(provider.url, EXCHANGE_DEADLINE_MS),
+    tokenPath: '/oauth/token',
+    clientId: sim.options.clientId,
+    clientSecret: sim.options.clientSecret,
+    audience: sim.options.audience,
+    defaultTtlSeconds: 3600,
+    timeoutMs: EXCHANGE_DEADLINE_MS
+  })
+  // Each attempt waits out its deadline, as in production: the connection it leaves behind is what this is about.
+  for (const attempt of [1, 2]) {
+    await t.rejects(endpoint.exchange(), { code: 'UPSTREAM_AUTH_FAILED', message: /did not answer/ }, `attempt ${attempt}: the provider hangs`)
+  }
+  t.ok(provider.accepted() >= 2, `${provider.accepted()} connections held`)
+  provider.open()
+  t.match(await endpoint.exchange(), { value: /\S/ }, 'a token, within the deadline a dead connection would have used up')
+  t.equal(sim.stats.tokenRequests, 1, 'from the one exchange made after the return')
+})
