@@ -5,9 +5,9 @@ import type { TestContext } from './clock.ts'
 
 /** An upstream in front of another that holds the calls it receives while the test says so. */
 export interface Gate {
-  /** The app's UPSTREAM_BASE_URL (and the simulator's audience). */
+  /** The app's UPSTREAM_BASE_URL (and the simulator's audience), or its AUTH_URL. */
   url: string
-  /** Where calls go on to: the simulator's base URL. */
+  /** Where calls go on to: the simulator's base URL (or its token endpoint's origin). */
   target: string
   /** Calls held now. */
   held: () => number
@@ -34,9 +34,11 @@ export async function gate (t: TestContext): Promise<Gate> {
   let held = 0
   const server = createServer((req, res) => {
     held++
+    const body = Array.fromAsync(req).then((chunks) => Buffer.concat(chunks))
     opened.then(async () => {
       held--
-      const answer = await request(`${state.target}${req.url ?? ''}`, { headers: endToEnd(req.headers) })
+      const method = req.method ?? 'GET'
+      const answer = await request(`${state.target}${req.url ?? ''}`, { method, headers: endToEnd(req.headers), ...(method !== 'GET' && { body: await body }) })
       res.writeHead(answer.statusCode, endToEnd(answer.headers))
       res.end(Buffer.from(await answer.body.arrayBuffer()))
     }).catch(() => { res.destroy() })

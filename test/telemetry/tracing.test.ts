@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import type { Command } from 'ioredis'
 import { loggerOptions } from '../../src/logging/logging.ts'
 import { cacheStack, capturedLogger, type CacheStack, eventually, gate, metric, parseMetrics, stack } from '../helper.ts'
 import { flushSpans, otlpReceiver, type ReceivedSpan } from './otlp-receiver.ts'
@@ -162,14 +163,38 @@ t.test('a waiter on a second instance links to the span of the load the first in
   t.notOk(spans.some((span) => span.name === 'upstream.call'), 'the waiter called nobody')
 })
 
+/** How many times `app` found the token's lock taken (a SET NX answered nil): it then waits for the owner's exchange. */
+function tokenLockTaken (t: Test, app: FastifyInstance): () => number {
+  const client = app.redisLayer?.client
+  if (client === undefined) throw new Error('the app has no Redis')
+  let taken = 0
+  const original = client.sendCommand
+  client.sendCommand = function (this: typeof client, command: Command, ...rest: unknown[]) {
+    if (command.name === 'set' && String(command.args[0]).endsWith('token:lock')) {
+      const { resolve } = command
+      command.resolve = (value) => { if (value === null) taken++; resolve(value) }
+    }
+    return (original as (...args: unknown[]) => unknown).call(this, command, ...rest)
+  } as typeof client.sendCommand
+  t.teardown(() => { client.sendCommand = original })
+  return () => taken
+}
+
 t.test('an instance that waits for another one\'s token exchange links to it, then adopts its token', async (t) => {
-  const { app, sim, another } = await cacheStack(t, { env: TRACED, sim: { tokenLatencyMs: 100 } })
+  const provider = await gate(t)
+  const { app, sim, another } = await cacheStack(t, { env: { ...TRACED, AUTH_URL: provider.url } })
+  provider.target = sim.authUrl
   const second = await another()
+  const lockTaken = tokenLockTaken(t, second)
   const first = caller()
   const waiter = caller()
+  provider.hold()
   const exchanging = app.inject({ url: '/profile/heidi', headers: { traceparent: first.traceparent } })
-  await eventually(() => sim.stats.tokenRequests === 1, 'the first instance is exchanging credentials')
+  await eventually(() => provider.held() === 1, 'the first instance is exchanging credentials')
   const waiting = second.inject({ url: '/profile/ivan', headers: { traceparent: waiter.traceparent } })
+  // The exchange is held until the second instance waits for it, however busy the machine (within the exchange's 1 s).
+  await eventually(() => lockTaken() > 0, 'the second instance found the exchange under way')
+  provider.release()
   t.same((await Promise.all([exchanging, waiting])).map((res) => res.statusCode), [200, 200])
   t.equal(sim.stats.tokensIssued, 1, 'one exchange for both instances')
   const exchange = one(await traceOf(first.traceId), 'upstream.token', { 'pbff.token': 'renewed' })
