@@ -8,7 +8,7 @@ import type { HeldLock, OwnerLock } from '../redis/owner-lock.ts'
 import type { CacheEntry } from './cache-entry.ts'
 import { CACHE_UNAVAILABLE } from '../errors.ts'
 import { purgeMarkKey } from './keys.ts'
-import { HANDED_BACK, type CacheDriver, type ClaimedLoad, type PurgeMark } from './driver.ts'
+import type { CacheDriver, ClaimedLoad, PurgeMark } from './driver.ts'
 import { READ_OR_CLAIM, SET_IF_NEWER } from './redis-scripts.ts'
 
 export interface RedisDriverOptions {
@@ -110,8 +110,7 @@ export class RedisDriver implements CacheDriver {
     held?.released()
     if (stored === null) return undefined
     const storedFreshUntil = clock.toLocal(Number(stored))
-    // Handed back, the entry may be shorter-lived than the very version Redis holds (NearCopies.take): Redis's is the answer.
-    return storedFreshUntil < freshUntil || mark === HANDED_BACK ? { ...entry, freshUntil: storedFreshUntil } : entry
+    return storedFreshUntil < freshUntil ? { ...entry, freshUntil: storedFreshUntil } : entry
   }
 
   /**

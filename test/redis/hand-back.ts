@@ -91,33 +91,3 @@ t.test('the very version Redis holds, handed back after this instance measured R
   bHealth.turn(false)
   t.equal(b.tier.held(key)?.etag, v1.etag, 'Redis away again: B still knows it, rather than loading it (a Cluster failover flaps Redis\'s health)')
 })
-
-t.test('a copy adopted fresh for 2 s only (its bus lost just before Redis), handed back where Redis holds the very version, is known again for Redis\'s freshness', async (t) => {
-  const { redis, prefix } = testRedis(t)
-  const clock = new Clock()
-  const key = `${prefix}v1:{alice}:profile`
-  const health = switchableHealth()
-  const lost: { heard?: () => void } = {}
-  const { tier, alone } = sharedTier({
-    driver: new RedisDriver({ redis, health, clock: new RedisClock(clock.now), purgeMemoryMs: PURGE_MEMORY_MS }),
-    redis: health,
-    bus: quietBus({ listenReady: (ready) => { health.listen((up) => { if (up) ready() }) }, listenLost: (heard) => { lost.heard = heard } }),
-    now: clock.now
-  })
-  const v1 = createEntry(200, '"v1"', clock.now(), LIFE)
-  await tier.set(key, v1)
-  clock.advance(3_000)
-  // A primary's death: the subscription goes first, the data connection a moment later.
-  lost.heard?.()
-  clock.advance(500)
-  health.turn(false)
-  const adopted = tier.held(key)
-  t.ok(adopted !== undefined && isFresh(adopted, clock.now()) && adopted.freshUntil <= clock.now() + 1_500, 'adopted, fresh for what is left of 2 s from the bus\'s loss')
-  health.turn(true)
-  await eventually(() => alone.size === 0, 'handed back')
-  // Past the 2 s the adoption gave it, within the copy's own 2 s from the hand-back.
-  clock.advance(1_600)
-  const known = tier.held(key)
-  t.ok(known !== undefined && isFresh(known, clock.now()), 'Redis holds the very version: copied for its freshness, not the 2 s the adoption gave it')
-  t.equal(known?.freshUntil, v1.freshUntil)
-})

@@ -21,8 +21,12 @@ const REGRESSION_SEEDS: number[] = [
   // A purge lost with Redis's data (a restart), undone by a copy handed back fresh; and a purged entry taken for fresh
   // by an instance whose estimate of Redis's clock lagged.
   62, 129,
-  // Copies made while the bus was lost, adopted when Redis went away, served a purge made meanwhile for their whole life.
-  238
+  // Copies made while the bus was lost, adopted when Redis went away, served a purge made meanwhile for their whole life;
+  // and what was known at the bus's loss, adopted just after, too.
+  238,
+  // A hand-back answered with Redis's freshness, converted after the clock was measured anew, kept the entry's own
+  // storedAt: HIT with Age 3 s at a freshness of 2 s.
+  131
 ]
 const FIRST_SEED = Number(process.env.SIM_FIRST_SEED ?? 1)
 const SEEDS = process.env.SIM_SEED !== undefined
