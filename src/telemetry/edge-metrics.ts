@@ -1,4 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client'
+import { readGauges } from './read-gauges.ts'
 import type { BreakerState } from './telemetry.ts'
 
 const PREFIX = 'pbff_upstream_'
@@ -24,7 +25,6 @@ export function edgeMetrics (registry: Registry): EdgeMetrics {
   // The states last reported, to count transitions (a repeated report is not a new window).
   let inBackoff = false
   let breakerState: BreakerState | undefined
-  let held: (() => CallsHeld) | undefined
   const backoffActive = new Gauge({
     name: `${PREFIX}backoff_active`,
     help: '1 while the upstream asked us to back off (429 Retry-After window), else 0',
@@ -38,16 +38,9 @@ export function edgeMetrics (registry: Registry): EdgeMetrics {
     registers
   })
   const breakerOpenings = new Counter({ name: `${PREFIX}breaker_openings_total`, help: 'Times the upstream circuit breaker opened', registers })
-  const heldGauge = (name: string, help: string, read: (now: CallsHeld) => number): void => {
-    const metric: Gauge = new Gauge({
-      name: `${PREFIX}${name}`,
-      help,
-      registers,
-      collect: () => { if (held !== undefined) metric.set(read(held())) }
-    })
-  }
-  heldGauge('calls_in_flight', 'Upstream calls sent and not yet answered (at most UPSTREAM_MAX_CONCURRENCY): a sent call keeps its slot after its callers left', (now) => now.inFlight)
-  heldGauge('calls_queued', 'Upstream calls waiting for a slot (at most 8 per slot of UPSTREAM_MAX_CONCURRENCY; past it, callers are refused: overloaded)', (now) => now.queued)
+  const held = readGauges<CallsHeld>(registry, PREFIX)
+  held.gauge('calls_in_flight', 'Upstream calls sent and not yet answered (at most UPSTREAM_MAX_CONCURRENCY): a sent call keeps its slot after its callers left', (now) => now.inFlight)
+  held.gauge('calls_queued', 'Upstream calls waiting for a slot (at most 8 per slot of UPSTREAM_MAX_CONCURRENCY; past it, callers are refused: overloaded)', (now) => now.queued)
   const breaker = (state: BreakerState): void => {
     if (state === 'open' && breakerState !== 'open') breakerOpenings.inc()
     breakerState = state
@@ -62,6 +55,6 @@ export function edgeMetrics (registry: Registry): EdgeMetrics {
       backoffActive.set(active ? 1 : 0)
     },
     breaker,
-    upstreamLimiter: (read) => { held = read }
+    upstreamLimiter: held.readFrom
   }
 }
