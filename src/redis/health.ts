@@ -148,6 +148,14 @@ function everySlotServed (client: ProbedClient): boolean {
   return false
 }
 
+/**
+ * Whether a command `run` rejected may still take effect: it was sent and Redis did not answer (a timeout, a lost
+ * connection). A hung Redis runs what it had received when it resumes, after the caller gave up on it.
+ */
+export function mayHaveRun (error: unknown): boolean {
+  return error instanceof CACHE_UNAVAILABLE && error.cause !== undefined && !isReply(error.cause)
+}
+
 function isReply (error: unknown): boolean {
   return error instanceof Error && error.name === 'ReplyError'
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { BusEvent, RedisBus } from './bus.ts'
 import type { RedisCommands } from './commands.ts'
-import type { RedisHealth } from './health.ts'
+import { mayHaveRun, type RedisHealth } from './health.ts'
 
 /**
  * Who does a job: this instance (then it must `release`, which never rejects; `lock`, absent when the job runs
@@ -30,7 +30,7 @@ export type SendClaim = (lockKey: string, token: string, ttlMs: number) => Promi
 
 export interface OwnerLockOptions {
   redis: Pick<RedisCommands, 'set' | 'eval'>
-  health: Pick<RedisHealth, 'up' | 'run'>
+  health: Pick<RedisHealth, 'up' | 'run' | 'listen'>
   bus: Pick<RedisBus, 'listen' | 'publish'>
   /** A lock's lifetime (see load-budget.ts); also how long a waiter waits at most before it looks again. */
   ttlMs: number
@@ -56,12 +56,18 @@ export class OwnerLock {
   readonly #options: OwnerLockOptions
   readonly ttlMs: number
   readonly #waiters = new Map<string, Set<(ownerSpan?: string) => void>>()
+  /**
+   * Claims sent but never answered (key by token): a hung Redis takes them when it resumes, locks nobody renews or
+   * releases that would hold other instances' loads for a lifetime. Released as soon as Redis answers again.
+   */
+  readonly #unanswered = new Map<string, string>()
 
   constructor (options: OwnerLockOptions) {
     this.#options = options
     this.ttlMs = options.ttlMs
     // A release missed (the bus down or flapping) costs a waiter one lifetime: it looks again then, as on a lock left by a crash.
     options.bus.listen((event) => { this.#onEvent(event) })
+    options.health.listen((up) => { if (up) this.#releaseUnanswered() })
   }
 
   /** Undefined when instances cannot coordinate right now (Redis is down): the caller then goes alone. Without the bus, still one job. */
@@ -87,6 +93,7 @@ export class OwnerLock {
       acquired = await send(lockKey(key), token, ttlMs)
     } catch (error) {
       waiting.cancel()
+      if (mayHaveRun(error)) this.#unanswered.set(token, key)
       throw error
     }
     if (acquired === undefined) {
@@ -122,6 +129,17 @@ export class OwnerLock {
       // Not renewed: the lock expires and a waiter may start its own job, which is all a lost lock costs.
       (error: unknown) => { clearInterval(renewal); this.#options.onError(error) }
     )
+  }
+
+  /** Deletes the locks that unanswered claims left, and wakes their waiters (an unanswered claim that never ran leaves none). */
+  #releaseUnanswered (): void {
+    const { redis, health, bus, onError } = this.#options
+    for (const [token, key] of this.#unanswered) {
+      this.#unanswered.delete(token)
+      health.run(async () => await redis.eval(RELEASE, 1, lockKey(key), token))
+        .then(async (deleted) => { if (deleted === 1) await bus.publish({ type: 'released', key }) })
+        .catch(onError)
+    }
   }
 
   async #release (key: string, token: string): Promise<void> {

@@ -26,7 +26,10 @@ const REGRESSION_SEEDS: number[] = [
   238,
   // A hand-back answered with Redis's freshness, converted after the clock was measured anew, kept the entry's own
   // storedAt: HIT with Age 3 s at a freshness of 2 s.
-  131
+  131,
+  // A claim that timed out in a pause, run by Redis when it resumed, held another instance's caller for two lock waits:
+  // a 504 with no call sent.
+  159
 ]
 const FIRST_SEED = Number(process.env.SIM_FIRST_SEED ?? 1)
 const SEEDS = process.env.SIM_SEED !== undefined
