@@ -57,17 +57,18 @@ export class OwnerLock {
   readonly ttlMs: number
   readonly #waiters = new Map<string, Set<(ownerSpan?: string) => void>>()
   /**
-   * Claims sent but never answered (key by token): a hung Redis takes them when it resumes, locks nobody renews or
-   * releases that would hold other instances' loads for a lifetime. Released as soon as Redis answers again.
+   * Locks that may be left in Redis with nobody to renew or release them (key by token), which would hold other
+   * instances' jobs for a lifetime: claims sent but never answered (a hung Redis runs them when it resumes), and
+   * releases that failed (a renewal sent before may still run). Released as soon as Redis answers again.
    */
-  readonly #unanswered = new Map<string, string>()
+  readonly #unreleased = new Map<string, string>()
 
   constructor (options: OwnerLockOptions) {
     this.#options = options
     this.ttlMs = options.ttlMs
     // A release missed (the bus down or flapping) costs a waiter one lifetime: it looks again then, as on a lock left by a crash.
     options.bus.listen((event) => { this.#onEvent(event) })
-    options.health.listen((up) => { if (up) this.#releaseUnanswered() })
+    options.health.listen((up) => { if (up) this.#releaseLeftBehind() })
   }
 
   /** Undefined when instances cannot coordinate right now (Redis is down): the caller then goes alone. Without the bus, still one job. */
@@ -93,7 +94,7 @@ export class OwnerLock {
       acquired = await send(lockKey(key), token, ttlMs)
     } catch (error) {
       waiting.cancel()
-      if (mayHaveRun(error)) this.#unanswered.set(token, key)
+      if (mayHaveRun(error)) this.#unreleased.set(token, key)
       throw error
     }
     if (acquired === undefined) {
@@ -131,11 +132,11 @@ export class OwnerLock {
     )
   }
 
-  /** Deletes the locks that unanswered claims left, and wakes their waiters (an unanswered claim that never ran leaves none). */
-  #releaseUnanswered (): void {
+  /** Deletes the locks left behind, and wakes their waiters (a claim that never ran, or a lock expired meanwhile, leaves none). */
+  #releaseLeftBehind (): void {
     const { redis, health, bus, onError } = this.#options
-    for (const [token, key] of this.#unanswered) {
-      this.#unanswered.delete(token)
+    for (const [token, key] of this.#unreleased) {
+      this.#unreleased.delete(token)
       health.run(async () => await redis.eval(RELEASE, 1, lockKey(key), token))
         .then(async (deleted) => { if (deleted === 1) await bus.publish({ type: 'released', key }) })
         .catch(onError)
@@ -148,7 +149,8 @@ export class OwnerLock {
       await health.run(async () => await redis.eval(RELEASE, 1, lockKey(key), token))
       await bus.publish({ type: 'released', key })
     } catch (error) {
-      // The lock expires on its own, and the waiters stop waiting then.
+      // Released once Redis answers again; until then the lock expires on its own, and the waiters stop waiting then.
+      this.#unreleased.set(token, key)
       this.#options.onError(error)
     }
   }

@@ -99,6 +99,30 @@ t.test('a claim that timed out during a hang, taken by Redis when it resumed, is
   if (claim?.owner === true) await claim.release()
 })
 
+t.test('an owner whose job ended while Redis was known down (hung) releases its lock once Redis answers again', async (t) => {
+  const server = await RedisServer.start(t)
+  const clientOf = (): Redis => {
+    const client = new Redis(server.url, REDIS_OPTIONS)
+    client.on('error', () => {})
+    t.teardown(() => client.disconnect())
+    return client
+  }
+  // As above: a lifetime longer than the test, so that only a release frees the lock.
+  const ttlMs = 600_000
+  const owner = await testLayer(t, clientOf(), 'release-hang-test:', ttlMs)
+  const other = await testLayer(t, clientOf(), 'release-hang-test:', ttlMs)
+  const claim = await owner.lock.claim('k')
+  t.equal(claim?.owner, true)
+  server.pause()
+  // A renewal sent now runs when Redis resumes: the lock outlives the hang by a lifetime unless it is released.
+  await owner.health.run(async () => await owner.client.ping()).catch(() => {})
+  t.equal(owner.health.up, false, 'the hang is known: nothing more is sent')
+  if (claim?.owner === true) await claim.release()
+  server.resume()
+  await eventually(() => other.health.up && owner.health.up, 'both see Redis again')
+  await eventually(async () => (await other.lock.claim('k'))?.owner === true, 'the lock released: the other instance owns the next job')
+})
+
 t.test('an owner renews its lock while its job runs: a waiter is not let through by the lock\'s short lifetime', async (t) => {
   const server = await RedisServer.start(t)
   const client = new Redis(server.url, REDIS_OPTIONS)
