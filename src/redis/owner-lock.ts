@@ -132,15 +132,29 @@ export class OwnerLock {
     )
   }
 
-  /** Deletes the locks left behind, and wakes their waiters (a claim that never ran, or a lock expired meanwhile, leaves none). */
+  /**
+   * Deletes the locks left behind, now and a third of a lifetime later: Redis may still be running what the hung
+   * connection had sent (a claim among it would land after the first release).
+   */
   #releaseLeftBehind (): void {
+    const left = [...this.#unreleased]
+    this.#unreleased.clear()
+    const release = (): void => { for (const [token, key] of left) this.#releaseLeft(key, token) }
+    release()
+    setTimeout(release, this.ttlMs / 3).unref()
+  }
+
+  /** Wakes the lock's waiters if it was there (a claim that never ran, or a lock expired meanwhile, leaves none); kept for the next time Redis is back if this fails. */
+  #releaseLeft (key: string, token: string): void {
     const { redis, health, bus, onError } = this.#options
-    for (const [token, key] of this.#unreleased) {
-      this.#unreleased.delete(token)
-      health.run(async () => await redis.eval(RELEASE, 1, lockKey(key), token))
-        .then(async (deleted) => { if (deleted === 1) await bus.publish({ type: 'released', key }) })
-        .catch(onError)
-    }
+    health.run(async () => await redis.eval(RELEASE, 1, lockKey(key), token)).then(
+      async (deleted) => {
+        if (deleted !== 1) return
+        this.#wake(key)
+        await bus.publish({ type: 'released', key })
+      },
+      (error: unknown) => { this.#unreleased.set(token, key); onError(error) }
+    ).catch(onError)
   }
 
   async #release (key: string, token: string): Promise<void> {
