@@ -4,7 +4,7 @@ import t from 'tap'
 import { Redis } from 'ioredis'
 import { loadBudget } from '../../src/load-budget.ts'
 import { REDIS_OPTIONS } from '../../src/redis/client.ts'
-import { cacheStack, eventually, RedisServer, testLayer, unitConfig, untilRedisReady } from '../helper.ts'
+import { cacheStack, eventually, RedisServer, testLayer, unitConfig, untilRedisReady, type TestContext } from '../helper.ts'
 
 interface Answer { username: string, startedAt: number, ms: number, status: number }
 
@@ -67,14 +67,17 @@ t.test('Redis hung (SIGSTOP) under traffic: no errors, nobody waits past the fir
   t.ok(sim.stats.dataCalls - callsAtResume <= newUsernames + 8, `after the hang, no burst: ${sim.stats.dataCalls - callsAtResume} upstream calls for ${newUsernames} new usernames`)
 })
 
+/** A client of the service's options on `server`, its errors expected (the test hangs Redis), disconnected with the test. */
+function clientTo (t: TestContext, server: RedisServer): Redis {
+  const client = new Redis(server.url, REDIS_OPTIONS)
+  client.on('error', () => {})
+  t.teardown(() => client.disconnect())
+  return client
+}
+
 t.test('a claim that timed out during a hang, taken by Redis when it resumed, is released by its instance once Redis answers again', async (t) => {
   const server = await RedisServer.start(t)
-  const clientOf = (): Redis => {
-    const client = new Redis(server.url, REDIS_OPTIONS)
-    client.on('error', () => {})
-    t.teardown(() => client.disconnect())
-    return client
-  }
+  const clientOf = (): Redis => clientTo(t, server)
   const prefix = 'hang-test:'
   const key = `${prefix}{u}:profile`
   // A lifetime longer than the test: only a release frees the lock (in seed 159 of the fleet simulation, a 1 s lock
@@ -101,12 +104,7 @@ t.test('a claim that timed out during a hang, taken by Redis when it resumed, is
 
 t.test('an owner whose job ended while Redis was known down (hung) releases its lock once Redis answers again', async (t) => {
   const server = await RedisServer.start(t)
-  const clientOf = (): Redis => {
-    const client = new Redis(server.url, REDIS_OPTIONS)
-    client.on('error', () => {})
-    t.teardown(() => client.disconnect())
-    return client
-  }
+  const clientOf = (): Redis => clientTo(t, server)
   // As above: a lifetime longer than the test, so that only a release frees the lock.
   const ttlMs = 600_000
   const owner = await testLayer(t, clientOf(), 'release-hang-test:', ttlMs)
