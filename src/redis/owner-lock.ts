@@ -117,7 +117,6 @@ export class OwnerLock {
         if (!held) return
         stopRenewing()
         await this.#release(key, token)
-        this.#wake(key)
       }
     }
   }
@@ -137,35 +136,28 @@ export class OwnerLock {
    * connection had sent (a claim among it would land after the first release).
    */
   #releaseLeftBehind (): void {
+    if (this.#unreleased.size === 0) return
     const left = [...this.#unreleased]
     this.#unreleased.clear()
-    const release = (): void => { for (const [token, key] of left) this.#releaseLeft(key, token) }
+    const release = (): void => { for (const [token, key] of left) this.#release(key, token).catch(() => {}) }
     release()
     setTimeout(release, this.ttlMs / 3).unref()
   }
 
-  /** Wakes the lock's waiters if it was there (a claim that never ran, or a lock expired meanwhile, leaves none); kept for the next time Redis is back if this fails. */
-  #releaseLeft (key: string, token: string): void {
-    const { redis, health, bus, onError } = this.#options
-    health.run(async () => await redis.eval(RELEASE, 1, lockKey(key), token)).then(
-      async (deleted) => {
-        if (deleted !== 1) return
-        this.#wake(key)
-        await bus.publish({ type: 'released', key })
-      },
-      (error: unknown) => { this.#unreleased.set(token, key); onError(error) }
-    ).catch(onError)
-  }
-
+  /**
+   * Deletes the lock if it still carries `token`, then wakes its waiters, here (the bus drops an instance's own
+   * messages) and elsewhere; a claim that never ran, or a lock that expired, leaves nothing to wake. Never rejects: a
+   * release that fails is made again once Redis answers, and until then the lock expires on its own.
+   */
   async #release (key: string, token: string): Promise<void> {
-    const { redis, health, bus } = this.#options
+    const { redis, health, bus, onError } = this.#options
     try {
-      await health.run(async () => await redis.eval(RELEASE, 1, lockKey(key), token))
+      if (await health.run(async () => await redis.eval(RELEASE, 1, lockKey(key), token)) !== 1) return
+      this.#wake(key)
       await bus.publish({ type: 'released', key })
     } catch (error) {
-      // Released once Redis answers again; until then the lock expires on its own, and the waiters stop waiting then.
       this.#unreleased.set(token, key)
-      this.#options.onError(error)
+      onError(error)
     }
   }
 
