@@ -107,6 +107,27 @@ t.test('a cold miss: the caller\'s trace continued, the story of the load told, 
   t.match(metrics, new RegExp(`^pbff_http_request_duration_seconds_bucket\\{[^}]*route="/profile/:username"\\} \\d+ # \\{trace_id="${traceId}"`, 'm'))
 })
 
+t.test('a cold miss\'s Redis commands are its own spans while untraced commands go out in every turn of the event loop', async (t) => {
+  const { app } = await cacheStack(t, { env: TRACED })
+  // Commands for nobody (as the health probe's and the membership's are), one each turn: were commands batched per
+  // turn (ioredis's auto-pipelining), the miss's would go out in a batch one of these opened, and in its context.
+  let pinging = true
+  const ping = (): void => {
+    if (!pinging) return
+    app.redisLayer?.client.ping().catch(() => {})
+    setImmediate(ping)
+  }
+  ping()
+  const ids = caller()
+  const res = await app.inject({ url: '/profile/bob', headers: { traceparent: ids.traceparent } })
+  pinging = false
+  t.equal(res.headers['x-cache'], 'MISS')
+  const spans = await traceOf(ids.traceId)
+  const lookup = one(spans, 'cache.lookup')
+  t.equal(one(childrenOf(spans, lookup), 'EVAL read_or_claim').traceId, ids.traceId, 'the read is the lookup\'s child')
+  t.equal(one(childrenOf(spans, one(childrenOf(spans, lookup), 'cache.load')), 'EVAL store_and_release').traceId, ids.traceId, 'the store is the load\'s child')
+})
+
 t.test('a hit is one server span with the cache state, and nothing more', async (t) => {
   const { app } = await cacheStack(t, { env: TRACED })
   await app.inject('/profile/bob')
