@@ -12,8 +12,11 @@ const faults: Array<[string, Fault]> = [
 ]
 
 for (const [name, fault] of faults) {
+  // Only a hang waits for the deadline. A short one must still hold a cold app's first request (token exchange and
+  // call) where that request has to succeed: at 300 ms a busy machine once turned a reset's 502 into a 504.
+  const hang = fault.kind === 'hang'
   t.test(`${name} with a stale entry present: 200 STALE with the old body, the entry untouched`, async (t) => {
-    const { app, sim, clock, config } = await cacheStack(t, { env: { UPSTREAM_TIMEOUT_MS: '300' } })
+    const { app, sim, clock, config } = await cacheStack(t, { env: { UPSTREAM_TIMEOUT_MS: hang ? '1000' : '5000' } })
     const redis = rawRedis(t)
     const key = `${config.CACHE_KEY_PREFIX}v1:{alice}:profile`
     const first = await app.inject('/profile/alice')
@@ -37,11 +40,11 @@ for (const [name, fault] of faults) {
   })
 
   t.test(`${name} with nothing cached: the contract's error, and nothing stored`, async (t) => {
-    const { app, sim, config } = await cacheStack(t, { env: { UPSTREAM_TIMEOUT_MS: '300' } })
+    const { app, sim, config } = await cacheStack(t, { env: { UPSTREAM_TIMEOUT_MS: hang ? '300' : '5000' } })
     const redis = rawRedis(t)
     sim.failAlways(fault)
     const res = await app.inject('/profile/bob')
-    const expected = fault.kind === 'hang'
+    const expected = hang
       ? [504, 'UPSTREAM_TIMEOUT']
       : fault.kind === 'status' && fault.status === 429
         ? [503, 'UPSTREAM_RATE_LIMITED']
