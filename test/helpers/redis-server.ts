@@ -18,6 +18,9 @@ export async function freePort (): Promise<number> {
   })
 }
 
+/** redis-server exited as it started: most often, its port was taken meanwhile. */
+class PortLost extends Error {}
+
 /** A redis-server of the test's own (it may be killed and restarted), stopped with the test. */
 export class RedisServer {
   readonly port: number
@@ -39,10 +42,17 @@ export class RedisServer {
   }
 
   static async start (t: TestContext, args: string[] = [], port?: number, config?: string): Promise<RedisServer> {
-    const server = new RedisServer(port ?? await freePort(), args, config)
-    t.teardown(() => server.stop().finally(() => server.removeFiles()))
-    await server.start()
-    return server
+    for (let attempt = 1; ; attempt++) {
+      const server = new RedisServer(port ?? await freePort(), args, config)
+      t.teardown(() => server.stop().finally(() => server.removeFiles()))
+      try {
+        await server.start()
+        return server
+      } catch (error) {
+        // A port found free may be taken before redis-server binds it (another process's outgoing connection, say).
+        if (port !== undefined || attempt === 3 || !(error instanceof PortLost)) throw error
+      }
+    }
   }
 
   async start (): Promise<void> {
@@ -52,7 +62,7 @@ export class RedisServer {
     probe.on('error', () => {})
     try {
       await eventually(async () => {
-        if (child.exitCode !== null) throw new Error(`redis-server on ${this.port} exited with ${child.exitCode}`)
+        if (child.exitCode !== null) throw new PortLost(`redis-server on ${this.port} exited with ${child.exitCode}`)
         return await probe.ping().then(() => true, () => false)
       }, `redis-server on ${this.port}`)
     } finally {
