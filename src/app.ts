@@ -38,6 +38,8 @@ export interface AppOptions {
   loadShedding?: LoadSheddingOptions
   /** Limits on slow clients; default SLOW_CLIENT_TIMEOUTS (tests shorten them: node:http's own timers, no fake clock). */
   slowClients?: SlowClientTimeouts
+  /** The upstream and the identity provider over this Unix socket rather than their URLs' hosts (warm-up.ts). */
+  upstreamSocketPath?: string
 }
 
 export interface SlowClientTimeouts {
@@ -62,7 +64,7 @@ const SERIALIZERS = sharedSerializers()
 
 /** Builds the whole service without listening: `server.ts` listens, tests `inject`. */
 export async function buildApp ({
-  config, logger, now, loadShedding: sheddingOptions = {}, slowClients = SLOW_CLIENT_TIMEOUTS
+  config, logger, now, loadShedding: sheddingOptions = {}, slowClients = SLOW_CLIENT_TIMEOUTS, upstreamSocketPath
 }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     // No Host on an HTTP/1.1 request is refused by plugins/http-edges.ts, with the contract's body rather than node:http's empty one.
@@ -95,7 +97,7 @@ export async function buildApp ({
   await app.register(telemetry)
   await app.register(gracefulClose)
   await app.register(redis, { now })
-  await app.register(upstream, { now })
+  await app.register(upstream, { now, ...(upstreamSocketPath !== undefined && { socketPath: upstreamSocketPath }) })
   await app.register(cache, { now })
   // Protection and docs before the routes: their onRoute hooks see only routes registered after them.
   await app.register(securityHeaders)

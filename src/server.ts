@@ -6,6 +6,7 @@ import { buildApp } from './app.ts'
 import { ConfigError, loadConfig, type Config } from './config.ts'
 import { BatchedLogOutput, loggerOptions } from './logging/logging.ts'
 import { tracingConfigured } from './telemetry/tracing.ts'
+import { warmUp } from './warm-up.ts'
 
 // The only module that reads process.env, picks the log transport and listens.
 // Behaviour never depends on NODE_ENV: everything is in the configuration.
@@ -68,4 +69,7 @@ closeWithGrace({
   app.log.info('closed')
 })
 
-await app.listen({ host: config.HOST, port: config.PORT })
+// Compiled before the first request (warm-up.ts): a fresh instance may meet a herd as soon as it listens.
+await warmUp(config, app.log)
+// A signal during the warm-up began the close: nobody was routed here, so there is nothing to listen for.
+if (!app.closing) await app.listen({ host: config.HOST, port: config.PORT })

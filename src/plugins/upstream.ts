@@ -25,15 +25,17 @@ declare module 'fastify' {
 interface UpstreamPluginOptions {
   /** The app's clock, for deadlines, the breaker, the back-off window and the token (tests move it). */
   now?: () => number
+  /** Both origins over this Unix socket (the start-up warm-up's stand-in upstream, warm-up.ts). */
+  socketPath?: string
 }
 
 /** The token manager (a connection of its own per exchange) and the upstream client (a pool, closed with the app). */
-async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPluginOptions): Promise<void> {
+async function upstream (app: FastifyInstance, { now = Date.now, socketPath }: UpstreamPluginOptions): Promise<void> {
   const { config, redisLayer, telemetry } = app
   const limits = loadBudget(config)
   const base = new URL(config.UPSTREAM_BASE_URL)
   const auth = new URL(config.AUTH_URL)
-  const upstreamPool = originPool(base.origin, limits.callerMs, config.UPSTREAM_MAX_CONCURRENCY)
+  const upstreamPool = originPool(base.origin, limits.callerMs, config.UPSTREAM_MAX_CONCURRENCY, socketPath)
   // An exchange may take its own deadline when callers' time is shorter: they get their 504, the next caller the token.
   const exchangeMs = Math.max(limits.exchangeMs, EXCHANGE_DEADLINE_MS)
 
@@ -42,7 +44,7 @@ async function upstream (app: FastifyInstance, { now = Date.now }: UpstreamPlugi
   const tokens = new TokenManager({
     endpoint: new TokenEndpoint({
       // Never the data calls' pool, even on the same origin: an exchange never waits behind them for a connection.
-      connection: () => originConnection(auth.origin, exchangeMs),
+      connection: () => originConnection(auth.origin, exchangeMs, socketPath),
       tokenPath: `${trimSlash(auth.pathname)}/oauth/token`,
       clientId: config.CLIENT_ID,
       clientSecret: config.CLIENT_SECRET,

@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { Agent, request } from 'undici'
 import type { Simulator } from '../../dev/simulator.ts'
-import { eventually, REDIS_URL, simulator, testPrefix } from '../helper.ts'
+import { eventually, rawRedis, REDIS_URL, simulator, testPrefix } from '../helper.ts'
 
 const SERVER = new URL('../../src/server.ts', import.meta.url).pathname
 
@@ -176,3 +176,24 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     t.equal(server.lines.filter((line) => Number(line.level) >= 50).length, 0, 'no error logged')
   })
 }
+
+t.test('before it listens, a process compiles its request path on a throwaway app that leaves no trace: no upstream call, no Redis key, no access line, no request counted', async (t) => {
+  const sim = await simulator(t)
+  const prefix = testPrefix(t)
+  const server = await startServer(t, sim, { CACHE_KEY_PREFIX: prefix })
+  const messages = server.lines.map((line) => String(line.msg))
+  const warmed = messages.findIndex((message) => message.startsWith('warmed up: the request path is compiled'))
+  t.ok(warmed >= 0 && warmed < messages.findIndex((message) => message.startsWith('Server listening at ')), 'warmed up, then listening')
+  t.same({ tokens: sim.stats.tokenRequests, calls: sim.stats.dataCalls }, { tokens: 0, calls: 0 }, 'the real upstream saw nothing')
+  t.same(await rawRedis(t).keys(`${prefix}*`), [], 'nothing in Redis')
+  t.notOk(logged(server.lines, 'request completed', { url: '/profile/warm-up-0' }), 'no access line of the warm-up')
+  const metrics = await (await request(`${server.url}/metrics`)).body.text()
+  t.notMatch(metrics, /pbff_http_requests_total\{[^}]*route="\/profile/, 'no profile request counted')
+
+  const res = await request(`${server.url}/profile/alice`)
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['x-cache'], 'MISS', 'the warm-up\'s store was not this instance\'s')
+  await res.body.dump()
+  t.same({ tokens: sim.stats.tokenRequests, calls: sim.stats.dataCalls }, { tokens: 1, calls: 1 })
+  await eventually(() => logged(server.lines, 'request completed', { url: '/profile/alice' }), 'the access line of a real request, as the warm-up\'s would have been')
+})
