@@ -36,6 +36,8 @@ function batchedStdout (): BatchedLogOutput {
   return output
 }
 
+// Compiled before the first request (warm-up.ts): a fresh instance may meet a herd as soon as it listens.
+const warmed = await warmUp(config)
 const app = await buildApp({
   config,
   logger: {
@@ -69,7 +71,6 @@ closeWithGrace({
   app.log.info('closed')
 })
 
-// Compiled before the first request (warm-up.ts): a fresh instance may meet a herd as soon as it listens.
-await warmUp(config, app.log)
-// A signal during the warm-up began the close: nobody was routed here, so there is nothing to listen for.
-if (!app.closing) await app.listen({ host: config.HOST, port: config.PORT })
+if ('ms' in warmed) app.log.info({ ms: warmed.ms }, 'warmed up: the request path is compiled')
+else app.log.warn({ err: warmed.error }, 'warm-up skipped: the first requests run on code not compiled yet')
+await app.listen({ host: config.HOST, port: config.PORT })

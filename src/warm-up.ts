@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { performance } from 'node:perf_hooks'
-import type { FastifyBaseLogger } from 'fastify'
 import { buildApp } from './app.ts'
-import type { Config } from './config.ts'
+import { loadConfig, type Config } from './config.ts'
 import { PROFILE_FIELDS } from './schemas/profile.ts'
 
 /** Usernames loaded (at once, as a herd's waiters arrive), then hits on them, one after another. */
@@ -13,28 +12,32 @@ const HITS = 1_000
 const STAND_IN_PROFILE = JSON.stringify({ user: Object.fromEntries(PROFILE_FIELDS.map((field) => [field, 'warm-up'])) })
 const STAND_IN_TOKEN = JSON.stringify({ access_token: 'warm-up', token_type: 'Bearer', expires_in: 3600 })
 
+/** How long the warm-up took, or why it stopped (the instance then starts cold, as it did before). */
+export type WarmUp = { ms: number } | { error: unknown }
+
 /**
- * Compiles the request path before the instance listens: a throwaway app (in-process store, no Redis, no tracing,
- * nothing logged) answers misses and hits from a stand-in upstream in this process, so that V8 has optimized what
- * every request runs when a fresh instance meets its first herd (a fresh instance's burst cost twice the CPU a
- * request: docs/performance-history.md, issue 33). Nothing reaches the real upstream, Redis, the logs or the metrics.
- * A warm-up that fails is skipped: the instance starts cold, as it did before.
+ * Compiles the request path before the instance listens: a throwaway app answers misses and hits from a stand-in
+ * upstream in this process, so that V8 has optimized what every request runs when a fresh instance meets its first
+ * herd (a fresh instance's burst cost twice the CPU a request: docs/performance-history.md, issue 33). Run before the
+ * real app is built, so that nothing of it (tracing's provider included) exists yet; its app has no Redis, no
+ * secret, no tracing and logs nothing, and the stand-in listens on no TCP port.
  */
-export async function warmUp (config: Config, log: FastifyBaseLogger, socketPath = abstractSocketPath()): Promise<void> {
+export async function warmUp (config: Config, socketPath = abstractSocketPath()): Promise<WarmUp> {
   const started = performance.now()
   const standIn = createServer(answerAsUpstream)
   try {
     await listen(standIn, socketPath)
     const app = await buildApp({ config: throwawayConfig(config), upstreamSocketPath: socketPath })
     try {
-      await Promise.all(Array.from({ length: MISSES }, async (_, index) => await app.inject(`/profile/warm-up-${index}`)))
-      for (let index = 0; index < HITS; index++) await app.inject(`/profile/warm-up-${index % MISSES}`)
+      const misses = await Promise.all(Array.from({ length: MISSES }, async (_, index) => await app.inject(`/profile/warm-up-${index}`)))
+      expectAnswers(misses, 'MISS')
+      for (let index = 0; index < HITS; index++) expectAnswers([await app.inject(`/profile/warm-up-${index % MISSES}`)], 'HIT')
     } finally {
       await app.close()
     }
-    log.info({ ms: Math.round(performance.now() - started) }, 'warmed up: the request path is compiled')
-  } catch (err) {
-    log.warn({ err }, 'warm-up skipped: the first requests run on code not compiled yet')
+    return { ms: Math.round(performance.now() - started) }
+  } catch (error) {
+    return { error }
   } finally {
     standIn.close()
   }
@@ -45,30 +48,32 @@ function abstractSocketPath (): string {
   return `\0profile-bff-warm-up-${process.pid}-${randomBytes(6).toString('hex')}`
 }
 
-/** The same settings with everything that leaves the process turned off, and the rate limit out of reach. */
+/** Only the settings that shape a request's path (the rest are defaults): nothing secret, nothing leaves the process. */
 function throwawayConfig (config: Config): Config {
-  const {
-    REDIS_URL: _redis, REDIS_SENTINELS: _sentinels, REDIS_SENTINEL_NAME: _name, REDIS_SENTINEL_PASSWORD: _password,
-    OTEL_EXPORTER_OTLP_ENDPOINT: _tracing, AUDIENCE: _audience, ...local
-  } = config
-  return {
-    ...local,
-    REDIS_CLUSTER: false,
+  return loadConfig({
     UPSTREAM_BASE_URL: 'http://warm-up.invalid',
     AUTH_URL: 'http://warm-up.invalid',
-    UPSTREAM_MAX_RPS: 0,
-    RATE_LIMIT_PER_MINUTE: config.RATE_LIMIT_PER_MINUTE === 0 ? 0 : Number.MAX_SAFE_INTEGER,
-    LOG_LEVEL: 'silent'
-  }
+    CLIENT_ID: 'warm-up',
+    CLIENT_SECRET: 'warm-up',
+    LOG_LEVEL: 'silent',
+    CORS_ORIGINS: config.CORS_ORIGINS,
+    TRUST_PROXY: String(config.TRUST_PROXY),
+    // The rate limit's code runs as in the real app, its limit out of the warm-up's reach.
+    RATE_LIMIT_PER_MINUTE: config.RATE_LIMIT_PER_MINUTE === 0 ? '0' : String(Number.MAX_SAFE_INTEGER)
+  })
+}
+
+/** A warm-up whose answers are not what the path serves would have compiled something else: it stops. */
+function expectAnswers (answers: ReadonlyArray<{ statusCode: number, headers: Record<string, unknown> }>, cache: string): void {
+  const other = answers.find((answer) => answer.statusCode !== 200 || answer.headers['x-cache'] !== cache)
+  if (other !== undefined) throw new Error(`the warm-up was answered ${other.statusCode} ${String(other.headers['x-cache'])}, not 200 ${cache}`)
 }
 
 async function listen (server: Server, path: string): Promise<void> {
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(path, () => {
-      server.off('error', reject)
-      resolve()
-    })
+    // Kept after listening: a later error (an accept failing) then settles nothing rather than going uncaught.
+    server.on('error', reject)
+    server.listen(path, resolve)
   })
 }
 

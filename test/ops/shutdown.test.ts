@@ -5,6 +5,7 @@ import t, { type Test } from 'tap'
 import { Agent, request } from 'undici'
 import type { Simulator } from '../../dev/simulator.ts'
 import { eventually, rawRedis, REDIS_URL, simulator, testPrefix } from '../helper.ts'
+import { otlpReceiver } from '../telemetry/otlp-receiver.ts'
 
 const SERVER = new URL('../../src/server.ts', import.meta.url).pathname
 
@@ -190,10 +191,25 @@ t.test('before it listens, a process compiles its request path on a throwaway ap
   const metrics = await (await request(`${server.url}/metrics`)).body.text()
   t.notMatch(metrics, /pbff_http_requests_total\{[^}]*route="\/profile/, 'no profile request counted')
 
-  const res = await request(`${server.url}/profile/alice`)
+  // A username the warm-up loaded: a miss here, so its store was not this instance's.
+  const res = await request(`${server.url}/profile/warm-up-0`)
   t.equal(res.statusCode, 200)
   t.equal(res.headers['x-cache'], 'MISS', 'the warm-up\'s store was not this instance\'s')
   await res.body.dump()
   t.same({ tokens: sim.stats.tokenRequests, calls: sim.stats.dataCalls }, { tokens: 1, calls: 1 })
-  await eventually(() => logged(server.lines, 'request completed', { url: '/profile/alice' }), 'the access line of a real request, as the warm-up\'s would have been')
+  await eventually(() => logged(server.lines, 'request completed', { url: '/profile/warm-up-0' }), 'the access line of a real request, as the warm-up\'s would have been')
+})
+
+t.test('with tracing on, the warm-up exports no span: the collector sees the real request alone', async (t) => {
+  const sim = await simulator(t)
+  const receiver = await otlpReceiver()
+  t.teardown(() => receiver.close())
+  const server = await startServer(t, sim, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, SHUTDOWN_DELAY_MS: '0' })
+  await (await request(`${server.url}/profile/alice`)).body.dump()
+  server.child.kill('SIGTERM')
+  t.equal(await server.exited, 0)
+  // The SDK exports what it holds as the process closes.
+  t.ok(receiver.spans.some((span) => span.kind === 2 && String(span.attributes['url.path']).startsWith('/profile/alice')), 'the real request traced')
+  t.same(receiver.bodies.filter((body) => body.includes('warm-up')), [], 'nothing of the warm-up')
+  t.ok(receiver.spans.length < 30, `a request's spans, not the warm-up's 1,200 requests': ${receiver.spans.length}`)
 })

@@ -1,15 +1,19 @@
 import t from 'tap'
-import type { FastifyBaseLogger } from 'fastify'
 import { warmUp } from '../../../src/warm-up.ts'
 import { simulator, testConfig } from '../../helper.ts'
 
-t.test('a warm-up that cannot start is skipped with a warning, and start-up goes on', async (t) => {
+t.test('a warm-up whose stand-in upstream cannot listen stops with the reason, and sends nothing', async (t) => {
   const sim = await simulator(t)
-  const warnings: Array<{ fields: unknown, message: string }> = []
-  const log = { info: () => {}, warn: (fields: unknown, message: string) => { warnings.push({ fields, message }) } } as unknown as FastifyBaseLogger
-  // A socket path in a directory that does not exist: the stand-in upstream cannot listen.
-  await warmUp(testConfig(t, sim), log, '/nonexistent-directory/warm-up.sock')
-  t.equal(warnings.length, 1)
-  t.match(warnings[0], { fields: { err: { syscall: 'listen' } }, message: /^warm-up skipped/ })
+  // A socket path in a directory that does not exist.
+  const warmed = await warmUp(testConfig(t, sim), '/nonexistent-directory/warm-up.sock')
+  t.match(warmed, { error: { syscall: 'listen' } })
+  t.same({ tokens: sim.stats.tokenRequests, calls: sim.stats.dataCalls }, { tokens: 0, calls: 0 })
+})
+
+t.test('a warm-up is answered 200 MISS, then 200 HIT, by its own stand-in: it reports its time, and the real upstream sees nothing', async (t) => {
+  const sim = await simulator(t)
+  // Any other answer (a stand-in the throwaway app did not reach, say) would stop it with the reason instead.
+  const warmed = await warmUp(testConfig(t, sim))
+  t.match(warmed, { ms: Number })
   t.same({ tokens: sim.stats.tokenRequests, calls: sim.stats.dataCalls }, { tokens: 0, calls: 0 })
 })
