@@ -1,6 +1,6 @@
 import { connect } from 'node:net'
 import { buildApp, type AppOptions } from '../../src/app.ts'
-import { simulator, testConfig, type TestContext } from '../helper.ts'
+import { NO_DELAY_SHEDDING, simulator, testConfig, type TestContext } from '../helper.ts'
 
 /** What came back on a raw connection: the answer as parsed, and how the connection ended. */
 export interface RawExchange {
@@ -14,7 +14,7 @@ export interface RawExchange {
 /** The whole service listening on a port of its own (raw sockets need one), closed with the test. */
 export async function listeningApp (t: TestContext, env: Record<string, string> = {}, options: Partial<AppOptions> = {}): Promise<number> {
   const sim = await simulator(t)
-  const app = await buildApp({ config: testConfig(t, sim, env), ...options })
+  const app = await buildApp({ config: testConfig(t, sim, env), loadShedding: NO_DELAY_SHEDDING, ...options })
   t.teardown(() => app.close())
   await app.listen({ host: '127.0.0.1', port: 0 })
   const address = app.server.address()

@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.ts'
-import { cacheStack, eventually, gate, HostClock, REDIS_URL, simulator, testConfig, untilRedisReady } from '../helper.ts'
+import { cacheStack, eventually, gate, HostClock, NO_DELAY_SHEDDING, REDIS_URL, simulator, testConfig, untilRedisReady } from '../helper.ts'
 
 const ADMIN_TOKEN = 'clock-admin-token'
 const authorized = { authorization: `Bearer ${ADMIN_TOKEN}` }
@@ -21,7 +21,7 @@ t.test('two instances whose clocks are 10 minutes apart agree on freshness, Age 
   const clock = new HostClock(0)
   const aheadClock = new HostClock(600_000)
   const [behind, ahead] = await Promise.all([clock, aheadClock].map(async ({ now }) => {
-    const app = await buildApp({ config, now })
+    const app = await buildApp({ config, now, loadShedding: NO_DELAY_SHEDDING })
     t.teardown(() => app.close())
     return app
   }))

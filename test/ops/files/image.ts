@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import { imageNodeOptions } from '../../../bench/container.ts'
 import { buildApp } from '../../../src/app.ts'
-import { freePort, simulator, testConfig } from '../../helper.ts'
+import { freePort, NO_DELAY_SHEDDING, simulator, testConfig } from '../../helper.ts'
 import { request } from 'undici'
 import { run } from './run.ts'
 
@@ -98,7 +98,7 @@ async function probe (path: string, port: number): Promise<number | null> {
 
 t.test('the health probe: 0 for a 200, 1 for any other status or a refused connection', async (t) => {
   const sim = await simulator(t)
-  const app = await buildApp({ config: testConfig(t, sim) })
+  const app = await buildApp({ config: testConfig(t, sim), loadShedding: NO_DELAY_SHEDDING })
   t.teardown(() => app.close())
   await app.listen({ host: '127.0.0.1', port: 0 })
   const { port } = app.server.address() as { port: number }

@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net'
 import t from 'tap'
 import { buildApp, SLOW_CLIENT_TIMEOUTS, type SlowClientTimeouts } from '../../../src/app.ts'
-import { simulator, testConfig, type TestContext } from '../../helper.ts'
+import { NO_DELAY_SHEDDING, simulator, testConfig, type TestContext } from '../../helper.ts'
 
 // node:http's own timers cut slow clients off; they cannot follow a fake clock, so the limits are short here.
 const LIMITS: SlowClientTimeouts = { headersMs: 300, requestMs: 600, checkIntervalMs: 50 }
@@ -9,7 +9,7 @@ const ADMIN_TOKEN = 'slow-client-test-admin-token'
 
 async function listening (t: TestContext): Promise<number> {
   const sim = await simulator(t)
-  const app = await buildApp({ config: testConfig(t, sim, { ADMIN_TOKEN }), slowClients: LIMITS })
+  const app = await buildApp({ config: testConfig(t, sim, { ADMIN_TOKEN }), slowClients: LIMITS, loadShedding: NO_DELAY_SHEDDING })
   t.teardown(() => app.close())
   await app.listen({ host: '127.0.0.1', port: 0 })
   const address = app.server.address()
@@ -49,7 +49,7 @@ async function slowClient (port: number, head: string, drip: string): Promise<{ 
 
 t.test('by default the server allows seconds, not minutes: 10 s for the headers, 15 s for the whole request', async (t) => {
   const sim = await simulator(t)
-  const app = await buildApp({ config: testConfig(t, sim) })
+  const app = await buildApp({ config: testConfig(t, sim), loadShedding: NO_DELAY_SHEDDING })
   t.teardown(() => app.close())
   t.equal(app.server.headersTimeout, SLOW_CLIENT_TIMEOUTS.headersMs)
   t.equal(app.server.requestTimeout, SLOW_CLIENT_TIMEOUTS.requestMs)
