@@ -9,6 +9,8 @@ import type { Duplex } from 'node:stream'
  */
 export class PendingAnswers {
   readonly #owed = new WeakMap<Duplex, Set<ServerResponse>>()
+  /** Each connection's latest request's answer: the request the parser may still be reading. */
+  readonly #latest = new WeakMap<Duplex, ServerResponse>()
 
   constructor (server: Server) {
     server.on('request', this.#track)
@@ -35,7 +37,17 @@ export class PendingAnswers {
     for (const response of owed) response.once('close', () => { if (--left === 0) write() })
   }
 
+  /**
+   * The answer already written to the request the parser is still reading on `socket`, if it was answered before its
+   * body (shed, say): a refusal of that body would be a second answer, taken for the next request's.
+   */
+  answeredBeforeItsBody (socket: Duplex): ServerResponse | undefined {
+    const latest = this.#latest.get(socket)
+    return latest !== undefined && !latest.req.complete && latest.writableEnded ? latest : undefined
+  }
+
   readonly #track = (request: IncomingMessage, response: ServerResponse): void => {
+    this.#latest.set(request.socket, response)
     // A hit is answered within Fastify's listener, which runs before this one, and its bytes are on the
     // socket ahead of anything written later: nothing to wait for, and nothing spent on it. (An answer
     // queued behind another is ended too but not yet on the socket: `socket` is null until its turn.)

@@ -42,6 +42,15 @@ async function httpEdges (app: FastifyInstance): Promise<void> {
   app.decorate('answerClientError', (error: ClientError, socket: Duplex) => {
     // A reset connection, or one already answered: nothing to write.
     if (error.code === 'ECONNRESET' || !socket.writable || refused.has(socket)) return
+    const answered = pending.answeredBeforeItsBody(socket)
+    if (answered !== undefined) {
+      refused.add(socket)
+      app.log.info({ code: error.code }, 'request refused by the HTTP parser after it was answered: the connection closes')
+      const close = (): void => { answerAndClose(socket, '', false) }
+      if (answered.writableFinished) close()
+      else answered.once('close', close)
+      return
+    }
     const id = randomUUID()
     const body = errorResponse(refusal(error))
     // Never the error itself: its rawPacket holds the caller's bytes, credentials included.

@@ -61,6 +61,16 @@ t.test('CONNECT to a path the service has answers 405 with Allow', async (t) => 
   t.equal(answer.headers.allow, 'GET, HEAD')
 })
 
+t.test('a request answered before its body was read, whose body then breaks the framing: that one answer, then the connection closes', async (t) => {
+  // Shed before its body is read: under pressure from a heap limit every process exceeds.
+  const shedding = await listeningApp(t, {}, { loadShedding: { maxHeapUsedBytes: 1, sampleInterval: 10 } })
+  await eventually(async () => (await exchange(shedding, `GET /profile/alice HTTP/1.1\r\n${HOST}Connection: close\r\n\r\n`)).status === 503, 'shedding')
+  const answer = await exchange(shedding, `POST /nowhere HTTP/1.1\r\n${HOST}Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n`)
+  t.equal(answer.status, 503)
+  t.equal(JSON.parse(answer.body).code, 'SERVICE_OVERLOADED', 'the shed answer, and no refusal of the same request after it')
+  t.equal(answer.error, undefined, 'closed without a reset')
+})
+
 t.test('a POST too large gets its 413 whole, and the connection ends without a reset while the client still sends', async (t) => {
   // Sent in 64 KiB parts, as a client does: the server answers at the first. 16 MiB is more than loopback's
   // socket buffers hold, so a server closing without reading the rest would reset the connection (EPIPE here).
