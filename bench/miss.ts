@@ -211,7 +211,7 @@ async function token (simulator: Simulator): Promise<string> {
 }
 
 /** Every command Redis has executed so far (INFO commandstats), this INFO included. */
-async function commandCount (client: Redis): Promise<number> {
+export async function commandCount (client: Redis): Promise<number> {
   const info = await client.info('commandstats')
   let total = 0
   for (const match of info.matchAll(/calls=(\d+)/g)) total += Number(match[1])

@@ -167,14 +167,20 @@ const NOT_COPIED = new Set(['date', 'connection', 'keep-alive', 'content-length'
 
 /** One hit as the load generator receives it: the headers (less NOT_COPIED) and body the floor is to send. */
 export async function hitResponse (service: RunningChild, path: string): Promise<{ headers: Record<string, string>, body: string }> {
+  const { status, headers, body } = await answerToCopy(service, path)
+  if (status !== 200 || headers['x-cache'] !== 'HIT') throw new Error(`${service.name}: ${path} was not a 200 HIT`)
+  return { headers, body }
+}
+
+/** An answer as the load generator receives it: its status, headers (less NOT_COPIED) and body, for a floor to send. */
+export async function answerToCopy (service: RunningChild, path: string): Promise<{ status: number, headers: Record<string, string>, body: string }> {
   const response = await request(`${service.url}${path}`)
   const body = await response.body.text()
-  if (response.statusCode !== 200 || response.headers['x-cache'] !== 'HIT') throw new Error(`${service.name}: ${path} was not a 200 HIT`)
   const headers: Record<string, string> = {}
   for (const [name, value] of Object.entries(response.headers)) {
     if (!NOT_COPIED.has(name) && typeof value === 'string') headers[name] = value
   }
-  return { headers, body }
+  return { status: response.statusCode, headers, body }
 }
 
 /**

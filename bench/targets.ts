@@ -75,18 +75,27 @@ export async function startService (group: ProcessGroup, options: ServiceOptions
 
 /**
  * The yardsticks, in one bare Fastify process: a constant object on `/profile/...`, the floor (`headers`
- * and `body` exactly as a hit sends them) on `/floor/profile/...`, and `body` after `delayMs` on `/slow/...`.
+ * and `body` exactly as a hit sends them) on `/floor/profile/...`, and `body` after `delayMs` on `/slow/...`; with
+ * `redisUrl`, the floor after one read of an absent key on `/read/profile/...`.
  * It runs through tsx: the loader costs memory and start-up, not time per request.
  */
 export async function startBare (
   group: ProcessGroup,
-  { name = 'bare-fastify', body, headers = {}, delayMs, nodeArgs = [] }: { name?: string, body: string, headers?: Record<string, string>, delayMs: number, nodeArgs?: string[] }
+  { name = 'bare-fastify', body, headers = {}, delayMs, nodeArgs = [], redisUrl }:
+  { name?: string, body: string, headers?: Record<string, string>, delayMs: number, nodeArgs?: string[], redisUrl?: string }
 ): Promise<RunningChild> {
   return await group.start({
     name,
     args: [...nodeArgs, '--import', 'tsx', 'bench/bare-server.ts'],
     readyPath: '/healthz',
-    env: { ...baseEnv(), PORT: '0', BARE_BODY: body, BARE_HEADERS: JSON.stringify(headers), BARE_DELAY_MS: String(delayMs) }
+    env: {
+      ...baseEnv(),
+      PORT: '0',
+      BARE_BODY: body,
+      BARE_HEADERS: JSON.stringify(headers),
+      BARE_DELAY_MS: String(delayMs),
+      ...(redisUrl !== undefined && { BARE_REDIS_URL: redisUrl })
+    }
   })
 }
 
