@@ -37,7 +37,7 @@ export interface StackOptions {
 }
 
 /** What every test app but load shedding's own is given (see StackOptions.loadShedding). */
-export const NO_DELAY_SHEDDING = { maxEventLoopDelay: 0 }
+export const NO_DELAY_SHEDDING: AppOptions['loadShedding'] = { maxEventLoopDelay: 0 }
 
 /** A simulator on port 0, closed with the test. */
 export async function simulator (t: TestContext, options: SimulatorOptions = {}): Promise<Simulator> {

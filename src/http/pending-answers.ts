@@ -9,11 +9,13 @@ import type { Duplex } from 'node:stream'
  */
 export class PendingAnswers {
   readonly #owed = new WeakMap<Duplex, Set<ServerResponse>>()
-  /** Each connection's latest request's answer: the request the parser may still be reading. */
-  readonly #latest = new WeakMap<Duplex, ServerResponse>()
+  /** Each connection's latest request that came with a body, and its answer: what the parser may refuse after that answer. */
+  readonly #withBody = new WeakMap<Duplex, ServerResponse>()
 
   constructor (server: Server) {
     server.on('request', this.#track)
+    // An unmet expectation is answered (417) without a 'request' event.
+    server.on('checkExpectation', this.#track)
   }
 
   /** The answers owed on `socket`, oldest first (node:http writes them in that order). */
@@ -42,12 +44,13 @@ export class PendingAnswers {
    * body (shed, say): a refusal of that body would be a second answer, taken for the next request's.
    */
   answeredBeforeItsBody (socket: Duplex): ServerResponse | undefined {
-    const latest = this.#latest.get(socket)
-    return latest !== undefined && !latest.req.complete && latest.writableEnded ? latest : undefined
+    const latest = this.#withBody.get(socket)
+    return latest !== undefined && !latest.req.complete && latest.headersSent ? latest : undefined
   }
 
   readonly #track = (request: IncomingMessage, response: ServerResponse): void => {
-    this.#latest.set(request.socket, response)
+    // Kept for requests with a body alone (a few admin calls), not for every idle connection's last GET.
+    if (request.headers['transfer-encoding'] !== undefined || request.headers['content-length'] !== undefined) this.#withBody.set(request.socket, response)
     // A hit is answered within Fastify's listener, which runs before this one, and its bytes are on the
     // socket ahead of anything written later: nothing to wait for, and nothing spent on it. (An answer
     // queued behind another is ended too but not yet on the socket: `socket` is null until its turn.)

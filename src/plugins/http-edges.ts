@@ -46,7 +46,8 @@ async function httpEdges (app: FastifyInstance): Promise<void> {
     if (answered !== undefined) {
       refused.add(socket)
       app.log.info({ code: error.code }, 'request refused by the HTTP parser after it was answered: the connection closes')
-      const close = (): void => { answerAndClose(socket, '', false) }
+      // After that answer, unless it closed the connection itself (Connection: close).
+      const close = (): void => { if (socket.writable) answerAndClose(socket, '', timedOut(error)) }
       if (answered.writableFinished) close()
       else answered.once('close', close)
       return

@@ -1,4 +1,5 @@
 import { connect } from 'node:net'
+import type { FastifyInstance } from 'fastify'
 import { buildApp, type AppOptions } from '../../src/app.ts'
 import { NO_DELAY_SHEDDING, simulator, testConfig, type TestContext } from '../helper.ts'
 
@@ -13,13 +14,18 @@ export interface RawExchange {
 
 /** The whole service listening on a port of its own (raw sockets need one), closed with the test. */
 export async function listeningApp (t: TestContext, env: Record<string, string> = {}, options: Partial<AppOptions> = {}): Promise<number> {
+  return (await listening(t, env, options)).port
+}
+
+/** listeningApp, with the app itself (its server's sockets, say). */
+export async function listening (t: TestContext, env: Record<string, string> = {}, options: Partial<AppOptions> = {}): Promise<{ app: FastifyInstance, port: number }> {
   const sim = await simulator(t)
   const app = await buildApp({ config: testConfig(t, sim, env), loadShedding: NO_DELAY_SHEDDING, ...options })
   t.teardown(() => app.close())
   await app.listen({ host: '127.0.0.1', port: 0 })
   const address = app.server.address()
   if (address === null || typeof address === 'string') throw new Error('not listening on a port')
-  return address.port
+  return { app, port: address.port }
 }
 
 /**

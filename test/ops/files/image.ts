@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import { imageNodeOptions } from '../../../bench/container.ts'
 import { buildApp } from '../../../src/app.ts'
-import { freePort, NO_DELAY_SHEDDING, simulator, testConfig } from '../../helper.ts'
+import { eventually, freePort, NO_DELAY_SHEDDING, simulator, testConfig } from '../../helper.ts'
 import { request } from 'undici'
 import { run } from './run.ts'
 
@@ -140,6 +140,12 @@ t.test('the service runs, answers and shuts down on a read-only root filesystem'
     child.stdout.on('data', () => { const url = /Server listening at (http:\/\/[\d.:]+)/.exec(output)?.[1]; if (url !== undefined) resolve(url) })
     exited.then((code) => reject(new Error(`exited ${code}: ${output}`)), reject)
   })
+  // Ready first: a production instance sheds load while its loop lags, as a busy test machine may make it.
+  await eventually(async () => {
+    const readiness = await request(`${listening}/readyz`, { reset: true })
+    await readiness.body.dump()
+    return readiness.statusCode === 200
+  }, 'ready')
   for (const path of ['/profile/alice', '/metrics', '/docs/json', '/readyz']) {
     const res = await request(`${listening}${path}`, { reset: true })
     await res.body.dump()

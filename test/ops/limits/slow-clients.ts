@@ -1,15 +1,15 @@
 import { connect, type Socket } from 'node:net'
 import t from 'tap'
 import { buildApp, SLOW_CLIENT_TIMEOUTS, type SlowClientTimeouts } from '../../../src/app.ts'
-import { NO_DELAY_SHEDDING, simulator, testConfig, type TestContext } from '../../helper.ts'
+import { eventually, NO_DELAY_SHEDDING, simulator, testConfig, type TestContext } from '../../helper.ts'
 
 // node:http's own timers cut slow clients off; they cannot follow a fake clock, so the limits are short here.
 const LIMITS: SlowClientTimeouts = { headersMs: 300, requestMs: 600, checkIntervalMs: 50 }
 const ADMIN_TOKEN = 'slow-client-test-admin-token'
 
-async function listening (t: TestContext): Promise<number> {
+async function listening (t: TestContext, loadShedding = NO_DELAY_SHEDDING): Promise<number> {
   const sim = await simulator(t)
-  const app = await buildApp({ config: testConfig(t, sim, { ADMIN_TOKEN }), slowClients: LIMITS, loadShedding: NO_DELAY_SHEDDING })
+  const app = await buildApp({ config: testConfig(t, sim, { ADMIN_TOKEN }), slowClients: LIMITS, loadShedding })
   t.teardown(() => app.close())
   await app.listen({ host: '127.0.0.1', port: 0 })
   const address = app.server.address()
@@ -27,11 +27,12 @@ const DRIP_MS = 50
 const dripsWithin = (limitMs: number): number => 2 * limitMs / DRIP_MS
 
 /**
- * Writes `head` at once, then one byte of `drip` every DRIP_MS; resolves with what the server sent, when it closed,
+ * Writes `head` at once, then one byte of `drip` every DRIP_MS (`halfOpen`: even once the server has ended its side); resolves with what the server sent, when it closed,
  * and how many bytes of `drip` had been sent then.
  */
-async function slowClient (port: number, head: string, drip: string): Promise<{ answer: string, closedAfterMs: number, dripped: number }> {
-  const socket: Socket = connect(port, '127.0.0.1')
+async function slowClient (port: number, head: string, drip: string, halfOpen = false): Promise<{ answer: string, closedAfterMs: number, dripped: number }> {
+  // Half open: it goes on sending after the server has ended its side, as a client busy uploading does.
+  const socket: Socket = connect({ port, host: '127.0.0.1', allowHalfOpen: halfOpen })
   const started = Date.now()
   let answer = ''
   socket.setEncoding('utf8').on('data', (chunk: string) => { answer += chunk })
@@ -74,6 +75,19 @@ t.test('a client whose body trickles gets 408 and loses the connection once the 
   const { answer, closedAfterMs, dripped } = await slowClient(port, head, '{"padding":"' + 'x'.repeat(380) + '"}')
   t.match(answer, /^HTTP\/1\.1 408 /)
   t.match(answer, /"code":"REQUEST_TIMEOUT"/)
+  t.ok(closedAfterMs >= LIMITS.requestMs, `closed after ${closedAfterMs} ms, not before the limit`)
+  t.ok(dripped < dripsWithin(LIMITS.requestMs), `cut off after ${dripped} drips, within twice the limit`)
+})
+
+t.test('a request answered before its body, whose body then trickles: that answer alone, and cut off once the whole-request limit passes', async (t) => {
+  // Shed before its body is read: under pressure from a heap limit every process exceeds.
+  const port = await listening(t, { maxHeapUsedBytes: 1, sampleInterval: 10 })
+  await eventually(async () => /^HTTP\/1\.1 503 /.test((await slowClient(port, 'GET /profile/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n', '')).answer), 'shedding')
+  const head = 'POST /admin/purge/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+    `Authorization: Bearer ${ADMIN_TOKEN}\r\nContent-Length: 400\r\n\r\n`
+  const { answer, closedAfterMs, dripped } = await slowClient(port, head, '{"padding":"' + 'x'.repeat(380) + '"}', true)
+  t.match(answer, /^HTTP\/1\.1 503 /)
+  t.equal(answer.match(/HTTP\/1\.1 /g)?.length, 1, 'no 408 after it')
   t.ok(closedAfterMs >= LIMITS.requestMs, `closed after ${closedAfterMs} ms, not before the limit`)
   t.ok(dripped < dripsWithin(LIMITS.requestMs), `cut off after ${dripped} drips, within twice the limit`)
 })

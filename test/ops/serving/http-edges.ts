@@ -1,10 +1,10 @@
 import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
-import { connect } from 'node:net'
+import { connect, type Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import { errorResponse } from '../../../src/http/error-response.ts'
 import { capturedLogger, eventually, stack } from '../../helper.ts'
-import { exchange, listeningApp, type RawExchange } from '../raw-http.ts'
+import { exchange, listening, listeningApp, type RawExchange } from '../raw-http.ts'
 
 // Requests Node's HTTP parser refuses, and those it leaves to the server, on a real listening server.
 
@@ -63,13 +63,45 @@ t.test('CONNECT to a path the service has answers 405 with Allow', async (t) => 
 
 t.test('a request answered before its body was read, whose body then breaks the framing: that one answer, then the connection closes', async (t) => {
   // Shed before its body is read: under pressure from a heap limit every process exceeds.
-  const shedding = await listeningApp(t, {}, { loadShedding: { maxHeapUsedBytes: 1, sampleInterval: 10 } })
+  const { app, port: shedding } = await listening(t, {}, { loadShedding: { maxHeapUsedBytes: 1, sampleInterval: 10 } })
+  const socketErrors: string[] = []
+  app.server.on('connection', (socket: Socket) => socket.on('error', (error: NodeJS.ErrnoException) => socketErrors.push(error.code ?? error.message)))
   await eventually(async () => (await exchange(shedding, `GET /profile/alice HTTP/1.1\r\n${HOST}Connection: close\r\n\r\n`)).status === 503, 'shedding')
-  const answer = await exchange(shedding, `POST /nowhere HTTP/1.1\r\n${HOST}Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n`)
-  t.equal(answer.status, 503)
-  t.equal(JSON.parse(answer.body).code, 'SERVICE_OVERLOADED', 'the shed answer, and no refusal of the same request after it')
-  t.equal(answer.error, undefined, 'closed without a reset')
+  const chunked = `POST /nowhere HTTP/1.1\r\n${HOST}Transfer-Encoding: chunked\r\n`
+  const cases: Array<[string, number, string, string | string[]]> = [
+    ['the bad chunk with the head', 503, 'SERVICE_OVERLOADED', `${chunked}\r\nzz\r\nabc\r\n0\r\n\r\n`],
+    ['the bad chunk once the answer is out', 503, 'SERVICE_OVERLOADED', [`${chunked}\r\n`, 'zz\r\nabc\r\n0\r\n\r\n']],
+    ['an answer that closes the connection itself (no Host)', 400, 'MALFORMED_REQUEST', 'POST /nowhere HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n'],
+    ['an unmet expectation', 417, 'EXPECTATION_FAILED', `${chunked}Expect: 100-foo\r\n\r\nzz\r\nabc\r\n0\r\n\r\n`]
+  ]
+  for (const [what, status, code, request] of cases) {
+    const answer = typeof request === 'string' ? await exchange(shedding, request) : await afterFirstAnswer(shedding, request)
+    t.equal(answer.status, status, what)
+    t.equal(answer.body.length, Number(answer.headers['content-length']), `${what}: one answer, nothing after it`)
+    t.equal((JSON.parse(answer.body) as { code: string }).code, code, what)
+    t.equal(answer.error, undefined, `${what}: closed without a reset`)
+  }
+  t.same(socketErrors, [], 'no write on a connection its answer had closed')
 })
+
+/** Writes `first`, waits for the server's first bytes (its answer), then writes `second`; reads until the server closes. */
+async function afterFirstAnswer (port: number, [first, second]: string[]): Promise<RawExchange> {
+  const socket = connect(port, '127.0.0.1')
+  const chunks: Buffer[] = []
+  let error: string | undefined
+  socket.on('error', (failure: NodeJS.ErrnoException) => { error = failure.code })
+  const closed = once(socket, 'close')
+  socket.write(first ?? '')
+  const [answered] = await once(socket, 'data') as [Buffer]
+  chunks.push(answered)
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+  if (socket.writable) socket.write(second ?? '')
+  await closed
+  const text = Buffer.concat(chunks).toString('latin1')
+  const end = text.indexOf('\r\n\r\n')
+  const headers = Object.fromEntries(text.slice(0, end).split('\r\n').slice(1).map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]))
+  return { status: Number(text.split(' ')[1]), headers, body: text.slice(end + 4), ...(error !== undefined && { error }) }
+}
 
 t.test('a POST too large gets its 413 whole, and the connection ends without a reset while the client still sends', async (t) => {
   // Sent in 64 KiB parts, as a client does: the server answers at the first. 16 MiB is more than loopback's

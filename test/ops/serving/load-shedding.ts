@@ -52,6 +52,7 @@ t.test('under pressure, liveness and metrics still answer', async (t) => {
 t.test('the service sheds load with production thresholds, and is not under pressure at rest', async (t) => {
   const { app } = await stack(t, { loadShedding: {} })
   t.equal(typeof app.isUnderPressure, 'function', 'load shedding is installed')
-  t.equal(app.isUnderPressure(), false)
+  // At rest: a stall of this test process (a busy machine) may set it off for a sample.
+  await eventually(() => !app.isUnderPressure(), 'at rest')
   t.equal((await app.inject('/profile/alice')).statusCode, 200)
 })
