@@ -83,8 +83,8 @@ function report (targets: Target[], rounds: Map<Target, Round[]>): void {
   const of = (target: Target | undefined): Round[] => (target === undefined ? undefined : rounds.get(target)) ?? []
   const us = (value: number): string => `${value.toFixed(1)} µs`
   console.log(`\n${ROUNDS} rounds of ${LOAD.seconds} s each, wrk -t1 -c${LOAD.connections}, ${USERNAMES} usernames in turn`)
-  console.log('| target | CPU per response, median (range) | req/s | server main thread busy | wrk CPU | Redis commands per response | statuses |')
-  console.log('|---|---|---:|---:|---:|---:|---|')
+  console.log('| target | CPU per response, median (range) | req/s | server main thread busy | wrk CPU | wrk socket errors | Redis commands per response | statuses |')
+  console.log('|---|---|---:|---:|---:|---:|---:|---|')
   for (const target of targets) {
     const results = of(target)
     const cpu = results.map((result) => result.serverCpuUs)
@@ -93,6 +93,7 @@ function report (targets: Target[], rounds: Map<Target, Round[]>): void {
     const commands = results.flatMap((result) => result.commandsPerResponse ?? [])
     console.log(`| ${target.name} | ${us(median(cpu))} (${us(Math.min(...cpu))} to ${us(Math.max(...cpu))}) | ${median(results.map((result) => result.requestsPerSecond)).toFixed(0)} | ` +
       `${median(results.map((result) => result.serverBusy)).toFixed(2)} | ${median(results.map((result) => result.generatorCpu)).toFixed(2)} | ` +
+      `${results.reduce((sum, result) => sum + result.errors, 0)} | ` +
       `${commands.length > 0 ? median(commands).toFixed(3) : ''} | ${target.service === undefined ? '' : JSON.stringify(statuses)} |`)
   }
   // Each round's differences: the two bare routes share a process, and each pair ran in the same round.
