@@ -15,6 +15,7 @@ import { commandCount } from './miss.ts'
 import { OwnRedis } from './own-redis.ts'
 import { answerToCopy } from './phases.ts'
 import { ProcessGroup, type RunningChild } from './processes.ts'
+import { isValid } from './rounds.ts'
 import { median } from './stats.ts'
 import { startBare, startService, startSimulator } from './targets.ts'
 
@@ -82,25 +83,34 @@ async function main (): Promise<void> {
 function report (targets: Target[], rounds: Map<Target, Round[]>): void {
   const of = (target: Target | undefined): Round[] => (target === undefined ? undefined : rounds.get(target)) ?? []
   const us = (value: number): string => `${value.toFixed(1)} µs`
-  console.log(`\n${ROUNDS} rounds of ${LOAD.seconds} s each, wrk -t1 -c${LOAD.connections}, ${USERNAMES} usernames in turn`)
-  console.log('| target | CPU per response, median (range) | req/s | server main thread busy | wrk CPU | wrk socket errors | Redis commands per response | statuses |')
-  console.log('|---|---|---:|---:|---:|---:|---:|---|')
+  console.log(`\n${ROUNDS} rounds of ${LOAD.seconds} s each, wrk -t1 -c${LOAD.connections}, ${USERNAMES} usernames in turn; ` +
+    'medians over the valid rounds (the hit path\'s rule, rounds.ts), over all of them (*) when none was')
+  console.log('| target | valid rounds | CPU per response, median (range) | req/s | server main thread busy | wrk CPU | wrk socket errors | Redis commands per response | statuses |')
+  console.log('|---|---:|---|---:|---:|---:|---:|---:|---|')
   for (const target of targets) {
     const results = of(target)
-    const cpu = results.map((result) => result.serverCpuUs)
+    const valid = results.filter(isValid)
+    const counted = valid.length > 0 ? valid : results
+    const cpu = counted.map((result) => result.serverCpuUs)
     const statuses: Record<string, number> = {}
     for (const result of results) for (const [status, count] of Object.entries(result.served?.statuses ?? {})) statuses[status] = (statuses[status] ?? 0) + count
-    const commands = results.flatMap((result) => result.commandsPerResponse ?? [])
-    console.log(`| ${target.name} | ${us(median(cpu))} (${us(Math.min(...cpu))} to ${us(Math.max(...cpu))}) | ${median(results.map((result) => result.requestsPerSecond)).toFixed(0)} | ` +
-      `${median(results.map((result) => result.serverBusy)).toFixed(2)} | ${median(results.map((result) => result.generatorCpu)).toFixed(2)} | ` +
+    const commands = counted.flatMap((result) => result.commandsPerResponse ?? [])
+    console.log(`| ${target.name} | ${valid.length} of ${results.length} | ${us(median(cpu))}${valid.length > 0 ? '' : '*'} (${us(Math.min(...cpu))} to ${us(Math.max(...cpu))}) | ` +
+      `${median(counted.map((result) => result.requestsPerSecond)).toFixed(0)} | ` +
+      `${median(counted.map((result) => result.serverBusy)).toFixed(2)} | ${median(counted.map((result) => result.generatorCpu)).toFixed(2)} | ` +
       `${results.reduce((sum, result) => sum + result.errors, 0)} | ` +
       `${commands.length > 0 ? median(commands).toFixed(3) : ''} | ${target.service === undefined ? '' : JSON.stringify(statuses)} |`)
   }
-  // Each round's differences: the two bare routes share a process, and each pair ran in the same round.
-  const [, redisRefusal, floor, read] = targets.map(of)
-  const readUs = (read ?? []).map((result, index) => result.serverCpuUs - (floor?.[index]?.serverCpuUs ?? Number.NaN))
-  const beyond = (redisRefusal ?? []).map((result, index) => result.serverCpuUs - (readUs[index] ?? Number.NaN))
-  console.log(`\nthe one read (bare Fastify's second route over its first, round by round): median ${us(median(readUs))}`)
+  // Each round's differences: the two bare routes share a process, and each trio ran in the same round; counted where all three were valid.
+  const [, redisRefusal = [], floor = [], read = []] = targets.map(of)
+  const trios = redisRefusal.map((refusal, index) => ({ refusal, floor: floor[index], read: read[index] }))
+    .flatMap(({ refusal, floor, read }) => floor === undefined || read === undefined ? [] : [{ refusal, floor, read }])
+  const valid = trios.filter(({ refusal, floor, read }) => isValid(refusal) && isValid(floor) && isValid(read))
+  const counted = valid.length > 0 ? valid : trios
+  const readUs = counted.map(({ floor, read }) => read.serverCpuUs - floor.serverCpuUs)
+  const beyond = counted.map(({ refusal }, index) => refusal.serverCpuUs - (readUs[index] ?? Number.NaN))
+  console.log(`\nrounds valid for the refusal and both bare routes: ${valid.length} of ${trios.length}${valid.length > 0 ? '' : ' (all counted)'}`)
+  console.log(`the one read (bare Fastify's second route over its first, round by round): median ${us(median(readUs))}`)
   console.log(`the Redis refusal beyond that read, round by round: median ${us(median(beyond))} (${beyond.map((value) => value.toFixed(1)).join(', ')})`)
 }
 
