@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import type { BusEvent, RedisBus } from './bus.ts'
 import type { RedisCommands } from './commands.ts'
 import { mayHaveRun, type RedisHealth } from './health.ts'
@@ -88,7 +88,8 @@ export class OwnerLock {
     const { ttlMs } = this
     // Wait before trying: a release between a failed attempt and the wait would otherwise be missed.
     const waiting = this.#wait(key)
-    const token = randomBytes(12).toString('base64url')
+    // From Node's buffered pool: randomBytes asks OpenSSL each time, 2 µs warm and about 70 µs after an idle moment.
+    const token = randomUUID()
     let acquired: boolean | undefined
     try {
       acquired = await send(lockKey(key), token, ttlMs)
