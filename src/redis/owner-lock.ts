@@ -88,7 +88,7 @@ export class OwnerLock {
     const { ttlMs } = this
     // Wait before trying: a release between a failed attempt and the wait would otherwise be missed.
     const waiting = this.#wait(key)
-    // From Node's buffered pool: randomBytes asks OpenSSL each time, 2 µs warm and about 70 µs after an idle moment.
+    // Made for every claiming read: randomUUID draws on Node's buffered entropy, randomBytes on OpenSSL (tens of µs when cold).
     const token = randomUUID()
     let acquired: boolean | undefined
     try {
