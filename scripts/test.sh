@@ -1,20 +1,35 @@
 #!/bin/bash
 # npm test: the client's build and tap's plugin build, then the tap suite under coverage with the type check and lint
-# beside it at the lowest CPU priority, so that they take what the suite leaves idle rather than time of their own
-# (docs/testing.md). Run by npm, whose PATH holds the project's binaries. Fails when any part fails.
+# beside it at the lowest CPU priority, so that they mostly take what the suite leaves idle (docs/testing.md). Run by
+# npm, whose PATH holds the project's binaries; arguments go to tap. Fails when any part fails.
 set -u
 logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+# Whatever way it ends, nothing it started outlives it.
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$logs"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Each part's exit code, its output printed when it failed.
+failed () {
+  echo "# $1 failed (exit $2):"
+  cat "$logs/$3"
+}
 
 npm run build -w client > "$logs/client" 2>&1 & client=$!
 tap build > "$logs/tap-build" 2>&1 & plugins=$!
-wait "$client" || { cat "$logs/client"; exit 1; }
-wait "$plugins" || { cat "$logs/tap-build"; exit 1; }
+wait "$client"; built=$?
+wait "$plugins"; tapBuilt=$?
+[ "$built" -eq 0 ] || failed 'the client build' "$built" client
+[ "$tapBuilt" -eq 0 ] || failed 'tap build' "$tapBuilt" tap-build
+[ "$built" -eq 0 ] && [ "$tapBuilt" -eq 0 ] || exit 1
 
 nice -n 19 tsc --noEmit > "$logs/typecheck" 2>&1 & typecheck=$!
 nice -n 19 npm run lint > "$logs/lint" 2>&1 & lint=$!
-npm run --silent test:suite
-status=$?
-wait "$typecheck" || { echo '# tsc --noEmit failed:'; cat "$logs/typecheck"; status=1; }
-wait "$lint" || { echo '# npm run lint failed:'; cat "$logs/lint"; status=1; }
+# In the background and waited for, so that a signal's trap runs at once rather than when the suite ends.
+npm run --silent test:suite -- "$@" & suite=$!
+wait "$suite"; status=$?
+wait "$typecheck"; code=$?
+[ "$code" -eq 0 ] || { failed 'tsc --noEmit' "$code" typecheck; [ "$status" -ne 0 ] || status=1; }
+wait "$lint"; code=$?
+[ "$code" -eq 0 ] || { failed 'npm run lint' "$code" lint; [ "$status" -ne 0 ] || status=1; }
 exit "$status"
