@@ -19,6 +19,8 @@ export interface MissRun {
   direct: { p50Ms: number, p99Ms: number }
   /** The floor: bare Fastify forwarding to the same upstream (bare-proxy.ts). */
   proxy: { p50Ms: number, p99Ms: number }
+  /** The floor with a shared cache: the same, between one awaited Redis read and one awaited write. */
+  redisProxy: { p50Ms: number, p99Ms: number }
   /** The service over the direct call (issue 33's goal). Sequential: the median and 99th percentile of the per-miss differences; concurrent: the differences of the p50s and p99s. */
   overheadP50Ms: number
   overheadP99Ms: number
@@ -26,11 +28,17 @@ export interface MissRun {
   overProxy: { p50Ms: number, p99Ms: number }
   /** The bare proxy over the direct call: what one loopback hop costs on this machine. */
   hop: { p50Ms: number, p99Ms: number }
+  /** The service over the bare Redis proxy: its own work, the hop and two Redis round trips set aside. */
+  overRedisProxy: { p50Ms: number, p99Ms: number }
+  /** The bare Redis proxy over the bare proxy: what two awaited Redis round trips cost on this machine. */
+  redisRoundTrips: { p50Ms: number, p99Ms: number }
   /** The service's process CPU (every thread) over the run, per miss. */
   cpuPerMissUs: number
   /** The bare proxy's, per miss it forwarded. */
   proxyCpuPerMissUs: number
-  /** The upstream simulator's, per call it answered (each miss is three calls: the service's, the proxy's, the direct one). */
+  /** The bare Redis proxy's, per miss it forwarded. */
+  redisProxyCpuPerMissUs: number
+  /** The upstream simulator's, per call it answered (each miss is four calls: the service's, the two proxies', the direct one). */
   upstreamCpuPerCallUs: number
   /** The load generator's (this process), as a share of one core over the run: far below 1, it is not what limits. */
   generatorCoreShare: number
@@ -46,47 +54,55 @@ export interface MissResult {
 }
 
 /**
- * Cold misses through the service beside the same upstream called directly with a bearer token and through a bare
- * proxy (the floor of one extra hop), in the same run: one at a time on one keep-alive connection each (the three
- * take turns, so a machine growing busier weighs on all), then 50 at a time. Both stores; Redis is a server of the phase's own, so its command counts
- * are the service's alone.
+ * Cold misses through the service beside the same upstream called directly with a bearer token, through a bare
+ * proxy (the floor of one extra hop) and through a bare proxy awaiting a Redis read before the call and a write after
+ * it (the floor with a shared cache), in the same run: one at a time on one keep-alive connection each (the four
+ * take turns, so a machine growing busier weighs on all), then 50 at a time. Both stores; the service's Redis and the
+ * bare proxy's are servers of the phase's own, so the command counts are the service's alone.
  */
 export async function missPhase (
   { group, logLevel, misses, runId, log }: { group: ProcessGroup, logLevel: string, misses: number, runId: string, log: (line: string) => void }
 ): Promise<MissResult> {
   const simulator = await startSimulator(group, LATENCY_MS, 'simulator-miss')
   const redis = await OwnRedis.start()
+  const proxyRedis = await OwnRedis.start()
   const stats = new Redis(redis.url)
   try {
     const authorization = `Bearer ${await token(simulator)}`
     const memory = await startService(group, { name: 'service-miss-memory', simulator, logLevel })
     const shared = await startService(group, { name: 'service-miss-redis', simulator, logLevel, redis: { url: redis.url, keyPrefix: 'pbff-bench-miss:' } })
     const bare = await startBareProxy(group, { name: 'bare-proxy-miss', upstream: simulator.url, authorization })
+    const bareRedis = await startBareProxy(group, { name: 'bare-redis-proxy-miss', upstream: simulator.url, authorization, redisUrl: proxyRedis.url })
     const direct = connectionsTo(simulator.url, CONCURRENCY)
     const run = async (service: RunningChild, tag: string, concurrency: number, count: number): Promise<MissRun> => {
-      const targets = { service: connectionsTo(service.url, concurrency), proxy: connectionsTo(bare.url, concurrency), direct }
+      const targets = {
+        service: connectionsTo(service.url, concurrency), proxy: connectionsTo(bare.url, concurrency), redisProxy: connectionsTo(bareRedis.url, concurrency), direct
+      }
       try {
         // The token, the connections and the first compilation: not a cold miss's cost.
-        await Promise.all([timedGet(targets.service, `/profile/miss-warm-${tag}`), timedGet(targets.proxy, `/profile/proxy-warm-${tag}`)])
+        await Promise.all([
+          timedGet(targets.service, `/profile/miss-warm-${tag}`), timedGet(targets.proxy, `/profile/proxy-warm-${tag}`), timedGet(targets.redisProxy, `/profile/redis-proxy-warm-${tag}`)
+        ])
         const commandsBefore = await commandCount(stats)
         const callsBefore = (await simulatorCounts(simulator.url)).dataCalls
-        const cpu = cpuMeter({ service, proxy: bare, upstream: simulator })
-        const trios = concurrency === 1
+        const cpu = cpuMeter({ service, proxy: bare, redisProxy: bareRedis, upstream: simulator })
+        const turns = concurrency === 1
           ? await sequential(targets, authorization, `${runId}-${tag}`, count)
           : await concurrent(targets, authorization, `${runId}-${tag}`, count, concurrency)
         const used = cpu()
-        // The direct and the proxy's calls are data calls too: one each per miss.
-        const upstreamCalls = (await simulatorCounts(simulator.url)).dataCalls - callsBefore - 2 * count
+        // The direct and the proxies' calls are data calls too: one each per miss.
+        const upstreamCalls = (await simulatorCounts(simulator.url)).dataCalls - callsBefore - 3 * count
         const commands = await commandCount(stats) - commandsBefore - 1
         return {
-          ...summarize(trios, concurrency === 1, upstreamCalls, service === shared ? commands : undefined),
+          ...summarize(turns, concurrency === 1, upstreamCalls, service === shared ? commands : undefined),
           cpuPerMissUs: used.service * 1000 / count,
           proxyCpuPerMissUs: used.proxy * 1000 / count,
-          upstreamCpuPerCallUs: used.upstream * 1000 / (3 * count),
+          redisProxyCpuPerMissUs: used.redisProxy * 1000 / count,
+          upstreamCpuPerCallUs: used.upstream * 1000 / (4 * count),
           generatorCoreShare: used.generator / used.wall
         }
       } finally {
-        await Promise.all([targets.service.close(), targets.proxy.close()])
+        await Promise.all([targets.service.close(), targets.proxy.close(), targets.redisProxy.close()])
       }
     }
     log(`miss: ${misses} cold misses one at a time, then ${misses} ${CONCURRENCY} at a time, upstream at ${LATENCY_MS} ms, both stores`)
@@ -96,40 +112,44 @@ export async function missPhase (
       concurrent: { memory: await run(memory, 'par-memory', CONCURRENCY, misses), redis: await run(shared, 'par-redis', CONCURRENCY, misses), concurrency: CONCURRENCY }
     }
     await direct.close()
-    await Promise.all([memory.stop(), shared.stop(), bare.stop()])
+    await Promise.all([memory.stop(), shared.stop(), bare.stop(), bareRedis.stop()])
     return result
   } finally {
     stats.disconnect()
     redis.stop()
+    proxyRedis.stop()
     await simulator.stop()
   }
 }
 
-type Target = 'service' | 'proxy' | 'direct'
-type Trio = Record<Target, Timed>
-const ORDERS: Target[][] = [['service', 'direct', 'proxy'], ['direct', 'proxy', 'service'], ['proxy', 'service', 'direct']]
+type Target = 'service' | 'proxy' | 'redisProxy' | 'direct'
+type Turn = Record<Target, Timed>
+const TARGETS: Target[] = ['service', 'direct', 'proxy', 'redisProxy']
+/** Each target first in turn, so that none always goes first (nor always follows the same one). */
+const ORDERS: Target[][] = TARGETS.map((_, first) => TARGETS.map((_, index) => TARGETS[(first + index) % TARGETS.length] as Target))
 
-/** One miss on each target by username, the order rotating from miss to miss so that none always goes first. */
+/** One miss on each target by username, the order rotating from miss to miss. */
 function getters (pools: Record<Target, Pool>, authorization: string, tag: string): Record<Target, (index: number) => Promise<Timed>> {
   return {
     service: async (index) => await timedGet(pools.service, `/profile/miss-${tag}-${index}`),
     proxy: async (index) => await timedGet(pools.proxy, `/profile/proxy-${tag}-${index}`),
+    redisProxy: async (index) => await timedGet(pools.redisProxy, `/profile/redis-proxy-${tag}-${index}`),
     direct: async (index) => await directGet(pools.direct, `/profile/direct-${tag}-${index}`, authorization)
   }
 }
 
-async function sequential (pools: Record<Target, Pool>, authorization: string, tag: string, count: number): Promise<Trio[]> {
+async function sequential (pools: Record<Target, Pool>, authorization: string, tag: string, count: number): Promise<Turn[]> {
   const get = getters(pools, authorization, tag)
-  const trios: Trio[] = []
+  const turns: Turn[] = []
   for (let index = 0; index < count; index++) {
-    const trio: Partial<Trio> = {}
-    for (const target of ORDERS[index % ORDERS.length] as Target[]) trio[target] = await get[target](index)
-    trios.push(trio as Trio)
+    const turn: Partial<Turn> = {}
+    for (const target of ORDERS[index % ORDERS.length] as Target[]) turn[target] = await get[target](index)
+    turns.push(turn as Turn)
   }
-  return trios
+  return turns
 }
 
-async function concurrent (pools: Record<Target, Pool>, authorization: string, tag: string, count: number, concurrency: number): Promise<Trio[]> {
+async function concurrent (pools: Record<Target, Pool>, authorization: string, tag: string, count: number, concurrency: number): Promise<Turn[]> {
   const drive = async (get: (index: number) => Promise<Timed>): Promise<Timed[]> => {
     const results = new Array<Timed>(count)
     let next = 0
@@ -146,50 +166,63 @@ async function concurrent (pools: Record<Target, Pool>, authorization: string, t
   const services = await drive(get.service)
   const directs = await drive(get.direct)
   const proxies = await drive(get.proxy)
-  return services.map((service, index) => ({ service, direct: directs[index] as Timed, proxy: proxies[index] as Timed }))
+  const redisProxies = await drive(get.redisProxy)
+  return services.map((service, index) => ({ service, direct: directs[index] as Timed, proxy: proxies[index] as Timed, redisProxy: redisProxies[index] as Timed }))
 }
 
-interface CpuUsed { service: number, proxy: number, upstream: number, generator: number, wall: number }
+interface CpuUsed { service: number, proxy: number, redisProxy: number, upstream: number, generator: number, wall: number }
 
 /** CPU used since the call, in ms: each child's (every thread), this process's (`generator`), and the wall time. */
-function cpuMeter (children: { service: RunningChild, proxy: RunningChild, upstream: RunningChild }): () => CpuUsed {
+function cpuMeter (children: { service: RunningChild, proxy: RunningChild, redisProxy: RunningChild, upstream: RunningChild }): () => CpuUsed {
   const usage = (child: RunningChild): number => child.cpu()?.processMs ?? 0
   const read = (): CpuUsed => {
     const { user, system } = process.cpuUsage()
-    return { service: usage(children.service), proxy: usage(children.proxy), upstream: usage(children.upstream), generator: (user + system) / 1000, wall: performance.now() }
+    return {
+      service: usage(children.service), proxy: usage(children.proxy), redisProxy: usage(children.redisProxy), upstream: usage(children.upstream), generator: (user + system) / 1000, wall: performance.now()
+    }
   }
   const before = read()
   return () => {
     const now = read()
-    return { service: now.service - before.service, proxy: now.proxy - before.proxy, upstream: now.upstream - before.upstream, generator: now.generator - before.generator, wall: now.wall - before.wall }
+    return {
+      service: now.service - before.service,
+      proxy: now.proxy - before.proxy,
+      redisProxy: now.redisProxy - before.redisProxy,
+      upstream: now.upstream - before.upstream,
+      generator: now.generator - before.generator,
+      wall: now.wall - before.wall
+    }
   }
 }
 
 /** `paired`: each service miss has its own direct and proxy calls beside it, so the overheads are taken miss by miss. */
 function summarize (
-  trios: Trio[], paired: boolean, upstreamCalls: number, commands: number | undefined
-): Omit<MissRun, 'cpuPerMissUs' | 'proxyCpuPerMissUs' | 'upstreamCpuPerCallUs' | 'generatorCoreShare'> {
-  const times = (target: Target): number[] => trios.map((trio) => trio[target].ms)
+  turns: Turn[], paired: boolean, upstreamCalls: number, commands: number | undefined
+): Omit<MissRun, 'cpuPerMissUs' | 'proxyCpuPerMissUs' | 'redisProxyCpuPerMissUs' | 'upstreamCpuPerCallUs' | 'generatorCoreShare'> {
+  const times = (target: Target): number[] => turns.map((turn) => turn[target].ms)
   const spread = (target: Target): { p50Ms: number, p99Ms: number } => ({ p50Ms: median(times(target)), p99Ms: percentile(times(target), 99) })
   const over = (slower: Target, faster: Target): { p50Ms: number, p99Ms: number } => {
     if (!paired) return { p50Ms: spread(slower).p50Ms - spread(faster).p50Ms, p99Ms: spread(slower).p99Ms - spread(faster).p99Ms }
-    const differences = trios.map((trio) => trio[slower].ms - trio[faster].ms)
+    const differences = turns.map((turn) => turn[slower].ms - turn[faster].ms)
     return { p50Ms: median(differences), p99Ms: percentile(differences, 99) }
   }
   const overhead = over('service', 'direct')
   return {
-    misses: trios.length,
-    statuses: countBy(trios.map((trio) => trio.service), (result) => String(result.status)),
-    xCache: countBy(trios.map((trio) => trio.service), (result) => result.xCache ?? 'none'),
+    misses: turns.length,
+    statuses: countBy(turns.map((turn) => turn.service), (result) => String(result.status)),
+    xCache: countBy(turns.map((turn) => turn.service), (result) => result.xCache ?? 'none'),
     service: spread('service'),
     direct: spread('direct'),
     proxy: spread('proxy'),
+    redisProxy: spread('redisProxy'),
     overheadP50Ms: overhead.p50Ms,
     overheadP99Ms: overhead.p99Ms,
     overProxy: over('service', 'proxy'),
     hop: over('proxy', 'direct'),
-    upstreamCallsPerMiss: upstreamCalls / trios.length,
-    ...(commands !== undefined && { redisCommandsPerMiss: commands / trios.length })
+    overRedisProxy: over('service', 'redisProxy'),
+    redisRoundTrips: over('redisProxy', 'proxy'),
+    upstreamCallsPerMiss: upstreamCalls / turns.length,
+    ...(commands !== undefined && { redisCommandsPerMiss: commands / turns.length })
   }
 }
 

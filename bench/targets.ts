@@ -99,16 +99,16 @@ export async function startBare (
   })
 }
 
-/** The cold miss's floor (bare-proxy.ts): bare Fastify forwarding each profile to `upstream` with `authorization`. */
+/** The cold miss's floor (bare-proxy.ts): bare Fastify forwarding each profile to `upstream` with `authorization`; with `redisUrl`, between a read and a write. */
 export async function startBareProxy (
   group: ProcessGroup,
-  { name = 'bare-proxy', upstream, authorization, nodeArgs = [] }: { name?: string, upstream: string, authorization: string, nodeArgs?: string[] }
+  { name = 'bare-proxy', upstream, authorization, redisUrl, nodeArgs = [] }: { name?: string, upstream: string, authorization: string, redisUrl?: string, nodeArgs?: string[] }
 ): Promise<RunningChild> {
   return await group.start({
     name,
     args: [...nodeArgs, '--import', 'tsx', 'bench/bare-proxy.ts'],
     readyPath: '/healthz',
-    env: { ...baseEnv(), PORT: '0', BARE_UPSTREAM: upstream, BARE_AUTHORIZATION: authorization }
+    env: { ...baseEnv(), PORT: '0', BARE_UPSTREAM: upstream, BARE_AUTHORIZATION: authorization, ...(redisUrl !== undefined && { BARE_REDIS_URL: redisUrl }) }
   })
 }
 
