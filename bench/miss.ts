@@ -177,21 +177,14 @@ function cpuMeter (children: { service: RunningChild, proxy: RunningChild, redis
   const usage = (child: RunningChild): number => child.cpu()?.processMs ?? 0
   const read = (): CpuUsed => {
     const { user, system } = process.cpuUsage()
-    return {
-      service: usage(children.service), proxy: usage(children.proxy), redisProxy: usage(children.redisProxy), upstream: usage(children.upstream), generator: (user + system) / 1000, wall: performance.now()
-    }
+    const { service, proxy, redisProxy, upstream } = children
+    return { service: usage(service), proxy: usage(proxy), redisProxy: usage(redisProxy), upstream: usage(upstream), generator: (user + system) / 1000, wall: performance.now() }
   }
   const before = read()
   return () => {
     const now = read()
-    return {
-      service: now.service - before.service,
-      proxy: now.proxy - before.proxy,
-      redisProxy: now.redisProxy - before.redisProxy,
-      upstream: now.upstream - before.upstream,
-      generator: now.generator - before.generator,
-      wall: now.wall - before.wall
-    }
+    const since = (key: keyof CpuUsed): number => now[key] - before[key]
+    return { service: since('service'), proxy: since('proxy'), redisProxy: since('redisProxy'), upstream: since('upstream'), generator: since('generator'), wall: since('wall') }
   }
 }
 
