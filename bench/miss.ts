@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import { Redis } from 'ioredis'
 import { request, type Pool } from 'undici'
+import { cpuMeter } from './cpu-meter.ts'
 import { OwnRedis } from './own-redis.ts'
 import type { ProcessGroup, RunningChild } from './processes.ts'
 import { connectionsTo, countBy, simulatorCounts, timedGet, type Timed } from './requests.ts'
@@ -28,10 +29,10 @@ export interface MissRun {
   overProxy: { p50Ms: number, p99Ms: number }
   /** The bare proxy over the direct call: what one loopback hop costs on this machine. */
   hop: { p50Ms: number, p99Ms: number }
-  /** The service over the bare Redis proxy: its own work, the hop and two Redis round trips set aside. */
+  /** The bare Redis proxy over the direct call: what one loopback hop and two awaited Redis round trips cost on this machine. */
+  redisFloor: { p50Ms: number, p99Ms: number }
+  /** The service over the bare Redis proxy: its own work, the hop and two Redis round trips set aside (for the Redis store). */
   overRedisProxy: { p50Ms: number, p99Ms: number }
-  /** The bare Redis proxy over the bare proxy: what two awaited Redis round trips cost on this machine. */
-  redisRoundTrips: { p50Ms: number, p99Ms: number }
   /** The service's process CPU (every thread) over the run, per miss. */
   cpuPerMissUs: number
   /** The bare proxy's, per miss it forwarded. */
@@ -57,7 +58,7 @@ export interface MissResult {
  * Cold misses through the service beside the same upstream called directly with a bearer token, through a bare
  * proxy (the floor of one extra hop) and through a bare proxy awaiting a Redis read before the call and a write after
  * it (the floor with a shared cache), in the same run: one at a time on one keep-alive connection each (the four
- * take turns, so a machine growing busier weighs on all), then 50 at a time. Both stores; the service's Redis and the
+ * take quartets, so a machine growing busier weighs on all), then 50 at a time. Both stores; the service's Redis and the
  * bare proxy's are servers of the phase's own, so the command counts are the service's alone.
  */
 export async function missPhase (
@@ -65,9 +66,10 @@ export async function missPhase (
 ): Promise<MissResult> {
   const simulator = await startSimulator(group, LATENCY_MS, 'simulator-miss')
   const redis = await OwnRedis.start()
-  const proxyRedis = await OwnRedis.start()
+  let proxyRedis: OwnRedis | undefined
   const stats = new Redis(redis.url)
   try {
+    proxyRedis = await OwnRedis.start()
     const authorization = `Bearer ${await token(simulator)}`
     const memory = await startService(group, { name: 'service-miss-memory', simulator, logLevel })
     const shared = await startService(group, { name: 'service-miss-redis', simulator, logLevel, redis: { url: redis.url, keyPrefix: 'pbff-bench-miss:' } })
@@ -86,19 +88,21 @@ export async function missPhase (
         const commandsBefore = await commandCount(stats)
         const callsBefore = (await simulatorCounts(simulator.url)).dataCalls
         const cpu = cpuMeter({ service, proxy: bare, redisProxy: bareRedis, upstream: simulator })
-        const turns = concurrency === 1
+        const quartets = concurrency === 1
           ? await sequential(targets, authorization, `${runId}-${tag}`, count)
           : await concurrent(targets, authorization, `${runId}-${tag}`, count, concurrency)
         const used = cpu()
-        // The direct and the proxies' calls are data calls too: one each per miss.
-        const upstreamCalls = (await simulatorCounts(simulator.url)).dataCalls - callsBefore - 3 * count
+        assertFloorsAnswered(quartets)
+        // The direct call and both proxies' are data calls too: one each per miss.
+        const calls = (await simulatorCounts(simulator.url)).dataCalls - callsBefore
+        const upstreamCalls = calls - 3 * count
         const commands = await commandCount(stats) - commandsBefore - 1
         return {
-          ...summarize(turns, concurrency === 1, upstreamCalls, service === shared ? commands : undefined),
+          ...summarize(quartets, concurrency === 1, upstreamCalls, service === shared ? commands : undefined),
           cpuPerMissUs: used.service * 1000 / count,
           proxyCpuPerMissUs: used.proxy * 1000 / count,
           redisProxyCpuPerMissUs: used.redisProxy * 1000 / count,
-          upstreamCpuPerCallUs: used.upstream * 1000 / (4 * count),
+          upstreamCpuPerCallUs: used.upstream * 1000 / calls,
           generatorCoreShare: used.generator / used.wall
         }
       } finally {
@@ -117,18 +121,34 @@ export async function missPhase (
   } finally {
     stats.disconnect()
     redis.stop()
-    proxyRedis.stop()
+    proxyRedis?.stop()
     await simulator.stop()
   }
 }
 
 type Target = 'service' | 'proxy' | 'redisProxy' | 'direct'
-type Turn = Record<Target, Timed>
-const TARGETS: Target[] = ['service', 'direct', 'proxy', 'redisProxy']
-/** Each target first in turn, so that none always goes first (nor always follows the same one). */
-const ORDERS: Target[][] = TARGETS.map((_, first) => TARGETS.map((_, index) => TARGETS[(first + index) % TARGETS.length] as Target))
+/** One miss on each target. */
+type Quartet = Record<Target, Timed>
+/**
+ * The order of a quartet's misses, from one quartet to the next: a Williams square, so that each target goes first
+ * once and follows each other target once (a rotation would have each follow the same one every time).
+ */
+const ORDERS: Target[][] = [
+  ['service', 'direct', 'redisProxy', 'proxy'],
+  ['direct', 'proxy', 'service', 'redisProxy'],
+  ['proxy', 'redisProxy', 'direct', 'service'],
+  ['redisProxy', 'service', 'proxy', 'direct']
+]
 
-/** One miss on each target by username, the order rotating from miss to miss. */
+/** A floor that failed answered fast and called nobody: no floor at all. */
+function assertFloorsAnswered (quartets: Quartet[]): void {
+  for (const target of ['direct', 'proxy', 'redisProxy'] as const) {
+    const failed = quartets.filter((quartet) => quartet[target].status !== 200).length
+    if (failed > 0) throw new Error(`the ${target} floor failed ${failed} of ${quartets.length} misses`)
+  }
+}
+
+/** How to make one miss on each target, by username. */
 function getters (pools: Record<Target, Pool>, authorization: string, tag: string): Record<Target, (index: number) => Promise<Timed>> {
   return {
     service: async (index) => await timedGet(pools.service, `/profile/miss-${tag}-${index}`),
@@ -138,18 +158,18 @@ function getters (pools: Record<Target, Pool>, authorization: string, tag: strin
   }
 }
 
-async function sequential (pools: Record<Target, Pool>, authorization: string, tag: string, count: number): Promise<Turn[]> {
+async function sequential (pools: Record<Target, Pool>, authorization: string, tag: string, count: number): Promise<Quartet[]> {
   const get = getters(pools, authorization, tag)
-  const turns: Turn[] = []
+  const quartets: Quartet[] = []
   for (let index = 0; index < count; index++) {
-    const turn: Partial<Turn> = {}
-    for (const target of ORDERS[index % ORDERS.length] as Target[]) turn[target] = await get[target](index)
-    turns.push(turn as Turn)
+    const quartet: Partial<Quartet> = {}
+    for (const target of ORDERS[index % ORDERS.length] as Target[]) quartet[target] = await get[target](index)
+    quartets.push(quartet as Quartet)
   }
-  return turns
+  return quartets
 }
 
-async function concurrent (pools: Record<Target, Pool>, authorization: string, tag: string, count: number, concurrency: number): Promise<Turn[]> {
+async function concurrent (pools: Record<Target, Pool>, authorization: string, tag: string, count: number, concurrency: number): Promise<Quartet[]> {
   const drive = async (get: (index: number) => Promise<Timed>): Promise<Timed[]> => {
     const results = new Array<Timed>(count)
     let next = 0
@@ -170,40 +190,22 @@ async function concurrent (pools: Record<Target, Pool>, authorization: string, t
   return services.map((service, index) => ({ service, direct: directs[index] as Timed, proxy: proxies[index] as Timed, redisProxy: redisProxies[index] as Timed }))
 }
 
-interface CpuUsed { service: number, proxy: number, redisProxy: number, upstream: number, generator: number, wall: number }
-
-/** CPU used since the call, in ms: each child's (every thread), this process's (`generator`), and the wall time. */
-function cpuMeter (children: { service: RunningChild, proxy: RunningChild, redisProxy: RunningChild, upstream: RunningChild }): () => CpuUsed {
-  const usage = (child: RunningChild): number => child.cpu()?.processMs ?? 0
-  const read = (): CpuUsed => {
-    const { user, system } = process.cpuUsage()
-    const { service, proxy, redisProxy, upstream } = children
-    return { service: usage(service), proxy: usage(proxy), redisProxy: usage(redisProxy), upstream: usage(upstream), generator: (user + system) / 1000, wall: performance.now() }
-  }
-  const before = read()
-  return () => {
-    const now = read()
-    const since = (key: keyof CpuUsed): number => now[key] - before[key]
-    return { service: since('service'), proxy: since('proxy'), redisProxy: since('redisProxy'), upstream: since('upstream'), generator: since('generator'), wall: since('wall') }
-  }
-}
-
-/** `paired`: each service miss has its own direct and proxy calls beside it, so the overheads are taken miss by miss. */
+/** `paired`: each service miss has its own direct call and proxies' calls beside it, so the overheads are taken miss by miss. */
 function summarize (
-  turns: Turn[], paired: boolean, upstreamCalls: number, commands: number | undefined
+  quartets: Quartet[], paired: boolean, upstreamCalls: number, commands: number | undefined
 ): Omit<MissRun, 'cpuPerMissUs' | 'proxyCpuPerMissUs' | 'redisProxyCpuPerMissUs' | 'upstreamCpuPerCallUs' | 'generatorCoreShare'> {
-  const times = (target: Target): number[] => turns.map((turn) => turn[target].ms)
+  const times = (target: Target): number[] => quartets.map((quartet) => quartet[target].ms)
   const spread = (target: Target): { p50Ms: number, p99Ms: number } => ({ p50Ms: median(times(target)), p99Ms: percentile(times(target), 99) })
   const over = (slower: Target, faster: Target): { p50Ms: number, p99Ms: number } => {
     if (!paired) return { p50Ms: spread(slower).p50Ms - spread(faster).p50Ms, p99Ms: spread(slower).p99Ms - spread(faster).p99Ms }
-    const differences = turns.map((turn) => turn[slower].ms - turn[faster].ms)
+    const differences = quartets.map((quartet) => quartet[slower].ms - quartet[faster].ms)
     return { p50Ms: median(differences), p99Ms: percentile(differences, 99) }
   }
   const overhead = over('service', 'direct')
   return {
-    misses: turns.length,
-    statuses: countBy(turns.map((turn) => turn.service), (result) => String(result.status)),
-    xCache: countBy(turns.map((turn) => turn.service), (result) => result.xCache ?? 'none'),
+    misses: quartets.length,
+    statuses: countBy(quartets.map((quartet) => quartet.service), (result) => String(result.status)),
+    xCache: countBy(quartets.map((quartet) => quartet.service), (result) => result.xCache ?? 'none'),
     service: spread('service'),
     direct: spread('direct'),
     proxy: spread('proxy'),
@@ -212,10 +214,10 @@ function summarize (
     overheadP99Ms: overhead.p99Ms,
     overProxy: over('service', 'proxy'),
     hop: over('proxy', 'direct'),
+    redisFloor: over('redisProxy', 'direct'),
     overRedisProxy: over('service', 'redisProxy'),
-    redisRoundTrips: over('redisProxy', 'proxy'),
-    upstreamCallsPerMiss: upstreamCalls / turns.length,
-    ...(commands !== undefined && { redisCommandsPerMiss: commands / turns.length })
+    upstreamCallsPerMiss: upstreamCalls / quartets.length,
+    ...(commands !== undefined && { redisCommandsPerMiss: commands / quartets.length })
   }
 }
 
@@ -236,7 +238,7 @@ async function token (simulator: Simulator): Promise<string> {
   return accessToken
 }
 
-/** Every command Redis has executed so far (INFO commandstats), this INFO included. */
+/** Every command Redis has executed so far (INFO commandstats): an earlier INFO included, not this one. */
 export async function commandCount (client: Redis): Promise<number> {
   const info = await client.info('commandstats')
   let total = 0

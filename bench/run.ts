@@ -62,7 +62,7 @@ const DEADLINE_MS = 60_000 +
   (runs('herd') ? 20_000 * settings.shelterRounds : 0) +
   (runs('list') ? 30_000 : 0) +
   (runs('hit') ? 1_500 * 4 * (settings.warmUpSeconds + settings.roundSeconds * Math.max(settings.rounds, settings.maxRounds)) + 30_000 : 0) +
-  // Each miss waits for the upstream twice (through the service, then directly): 4 runs at 20 ms a call, and the instances' start-up.
+  // Each miss waits for the upstream four times (through the service, both bare proxies, directly), 20 ms a call: 4 runs, and the instances' start-up.
   (runs('miss') ? 4 * settings.misses * 200 + 30_000 : 0) +
   (runs('trouble') ? 1_500 * 2 * (settings.redisTroubleSeconds + 3) + 20_000 : 0) +
   // Three scans, each at a few thousand usernames a second on a quiet machine: two minutes for 100,000 on a busy one.
