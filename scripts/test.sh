@@ -1,7 +1,7 @@
 #!/bin/bash
 # npm test: the client's build and tap's plugin build, then the tap suite under coverage with the type check and lint
-# beside it, in the cores the suite leaves idle (docs/testing.md). Run by npm, whose PATH holds the project's binaries;
-# arguments go to tap. Fails when any part fails.
+# beside it, at the suite's priority (docs/testing.md). Run by npm, whose PATH holds the project's binaries; arguments
+# go to tap. Fails when any part fails.
 set -u
 logs=$(mktemp -d)
 # Whatever way it ends, nothing it started outlives it.
@@ -23,7 +23,7 @@ wait "$plugins"; tapBuilt=$?
 [ "$tapBuilt" -eq 0 ] || failed 'tap build' "$tapBuilt" tap-build
 [ "$built" -eq 0 ] && [ "$tapBuilt" -eq 0 ] || exit 1
 
-# At the suite's priority: at the lowest, a neighbour's busy process left them a sliver of a core (15 minutes).
+# At the suite's priority: at the lowest, two busy neighbours left them a sliver of a core (npm test took 15 minutes).
 tsc --noEmit > "$logs/typecheck" 2>&1 & typecheck=$!
 npm run lint > "$logs/lint" 2>&1 & lint=$!
 # In the background and waited for, so that a signal's trap runs at once rather than when the suite ends.
