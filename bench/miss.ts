@@ -58,7 +58,7 @@ export interface MissResult {
  * Cold misses through the service beside the same upstream called directly with a bearer token, through a bare
  * proxy (the floor of one extra hop) and through a bare proxy awaiting a Redis read before the call and a write after
  * it (the floor with a shared cache), in the same run: one at a time on one keep-alive connection each (the four
- * take quartets, so a machine growing busier weighs on all), then 50 at a time. Both stores; the service's Redis and the
+ * take turns, so a machine growing busier weighs on all), then 50 at a time. Both stores; the service's Redis and the
  * bare proxy's are servers of the phase's own, so the command counts are the service's alone.
  */
 export async function missPhase (
