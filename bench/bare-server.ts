@@ -8,8 +8,8 @@ const body = process.env.BARE_BODY ?? '{}'
 const profile: unknown = JSON.parse(body)
 const hitHeaders = JSON.parse(process.env.BARE_HEADERS ?? '{}') as Record<string, string>
 const delayMs = Number(process.env.BARE_DELAY_MS ?? 0)
-// As the service's client: a storm's reads go out together.
-const redis = process.env.BARE_REDIS_URL === undefined ? undefined : new Redis(process.env.BARE_REDIS_URL, { enableAutoPipelining: true })
+// Each command written as it is issued, as the service's client does (ioredis's default: no auto-pipelining).
+const redis = process.env.BARE_REDIS_URL === undefined ? undefined : new Redis(process.env.BARE_REDIS_URL)
 const app = Fastify()
 app.get('/healthz', async () => ({ status: 'ok' }))
 // Bare Fastify: a constant object, serialized per request.

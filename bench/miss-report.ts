@@ -30,10 +30,11 @@ export function missSection ({ miss }: BenchResults): string[] {
       ' awaiting one Redis read before the call and one write after it, on a redis-server of its own: the floor of a cache shared' +
       ' through Redis). One at a time: the four take turns on one keep-alive connection each, the figures over another taken miss by' +
       ' miss (p50 and p99 of the differences); concurrent: the service\'s burst, then the direct one, then each proxy\'s, the figures' +
-      ' the differences of their percentiles. CPU is each process\'s, every thread: the service\'s and the proxies\' per miss, the' +
-      ' upstream simulator\'s per call; the load generator\'s as a share of one core. Redis commands are those of the service\'s own' +
+      ' the differences of their percentiles. CPU is each process\'s, every thread: the service\'s and the proxies\' per miss (one at' +
+      ' a time, with each process\'s idle work over the run: compare the concurrent run\'s), the upstream simulator\'s per call;' +
+      ' the load generator\'s as a share of one core. Redis commands are those of the service\'s own' +
       ' redis-server (INFO commandstats) over the run, per miss: commands, not round trips (those inside a script and those pipelined' +
-      ' count each), its timed background ones included (the rate limit\'s sync every 100 ms, the health check\'s PING every second).' +
+      ' count each), its timed background ones included (the rate limit\'s sync every 100 ms, the health check\'s TIME every second).' +
       ' Answers are the service\'s; a floor that answers anything but 200 stops the run.',
     '',
     '| run | service p50 / p99 | direct p50 / p99 | bare proxy p50 / p99 | bare Redis proxy p50 / p99 | service over direct p50 / p99 |' +

@@ -10,7 +10,6 @@ import type { RedisLayer } from '../redis/layer.ts'
 import { OwnerLock } from '../redis/owner-lock.ts'
 import { loadBudget } from '../load-budget.ts'
 import { realTimers } from '../upstream/budget/schedule.ts'
-import { tracingConfigured } from '../telemetry/tracing.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -31,7 +30,7 @@ async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptio
     app.decorate('redisLayer', undefined)
     return
   }
-  const client = createRedisClient(url, app.config, !tracingConfigured(app.config))
+  const client = createRedisClient(url, app.config)
   // Without a listener ioredis reports connection errors as unhandled; they are expected during an outage.
   client.on('error', (err: unknown) => app.log.debug({ err }, 'redis connection error'))
   const onError = (err: unknown): void => app.log.debug({ err }, 'redis command failed')

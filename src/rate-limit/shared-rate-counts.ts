@@ -136,7 +136,7 @@ export class SharedRateCounts implements RateCounts {
   async #add (client: string, count: number): Promise<number> {
     const key = `${this.#keyPrefix}${client}:${this.#window}`
     const windowLeftMs = (this.#window + 1) * this.#windowMs - this.#now()
-    // Sent together (auto-pipelined): one round trip. Relative, so Redis's clock does not matter.
+    // Both written before either reply is awaited: one round trip. Relative, so Redis's clock does not matter.
     const [current] = await this.#health.run(async () => await Promise.all([
       this.#redis.incrby(key, count),
       this.#redis.pexpire(key, windowLeftMs + EXPIRY_SLACK_MS)

@@ -15,7 +15,9 @@ export const REDIS_OPTIONS = {
   // A command whose connection drops fails at once: the caller goes local rather than wait for a reconnection.
   maxRetriesPerRequest: 0,
   enableOfflineQueue: false,
-  enableAutoPipelining: true,
+  // Each command written as it is issued: per-turn batches cost CPU, held a herd's claim behind the arrivals and
+  // broke traces (docs/performance-history.md).
+  enableAutoPipelining: false,
   retryStrategy: (attempt: number) => Math.min(attempt * 200, 2_000)
 } as const
 
@@ -25,18 +27,15 @@ export type RedisSettings = Pick<Config, 'REDIS_CLUSTER' | 'REDIS_SENTINELS' | '
  * With REDIS_CLUSTER, REDIS_URL names one seed node: the client discovers the others. The same
  * fail-fast options apply (per node where the Cluster client takes them per node), and the credentials
  * and TLS of the URL are used for every node. A cluster has no databases, so a `/db` path is ignored.
- * With REDIS_SENTINELS, the Sentinels name the primary (see `sentinelOptions`). `autoPipelining` is off while tracing:
- * ioredis sends an auto-pipelined batch from the context of the command that opened it, so every other command's
- * span would join that command's trace, or none.
+ * With REDIS_SENTINELS, the Sentinels name the primary (see `sentinelOptions`).
  */
-export function createRedisClient (url: string, settings: RedisSettings, autoPipelining = true): RedisClient {
-  const options = { ...REDIS_OPTIONS, enableAutoPipelining: autoPipelining }
+export function createRedisClient (url: string, settings: RedisSettings): RedisClient {
   if (settings.REDIS_SENTINELS !== undefined && settings.REDIS_SENTINEL_NAME !== undefined) {
-    return new Redis(url, { ...options, ...sentinelOptions(new URL(url), settings.REDIS_SENTINELS, settings.REDIS_SENTINEL_NAME, settings.REDIS_SENTINEL_PASSWORD) })
+    return new Redis(url, { ...REDIS_OPTIONS, ...sentinelOptions(new URL(url), settings.REDIS_SENTINELS, settings.REDIS_SENTINEL_NAME, settings.REDIS_SENTINEL_PASSWORD) })
   }
-  if (!settings.REDIS_CLUSTER) return new Redis(url, options)
+  if (!settings.REDIS_CLUSTER) return new Redis(url, REDIS_OPTIONS)
   const seed = new URL(url)
-  const { retryStrategy, enableOfflineQueue, enableAutoPipelining, ...nodeOptions } = options
+  const { retryStrategy, enableOfflineQueue, enableAutoPipelining, ...nodeOptions } = REDIS_OPTIONS
   return new Cluster([{ host: seed.hostname.replace(/^\[|\]$/g, ''), port: Number(seed.port || 6379) }], {
     enableOfflineQueue,
     enableAutoPipelining,

@@ -29,7 +29,7 @@ export type HealthListener = (up: boolean) => void
 /**
  * The one answer to "may we talk to Redis now?", read synchronously by every consumer. A command that
  * times out or loses its connection flips it to down at once; from then on `run` rejects without
- * sending anything, and only the background probe (a PING, never a caller) flips it back up.
+ * sending anything, and only the background probe (a TIME, never a caller) flips it back up.
  * A ReplyError is Redis answering: it says nothing about Redis's health.
  */
 export class RedisHealth {
@@ -75,7 +75,7 @@ export class RedisHealth {
     }
   }
 
-  /** The client's own timeout does not cover a command held in an auto-pipeline behind a hung socket. */
+  /** ioredis's own timeout starts only when a command reaches a connection: this bounds the caller's whole wait. */
   async #bounded<T> (command: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<never>((_resolve, reject) => {
