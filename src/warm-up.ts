@@ -2,14 +2,15 @@ import { randomBytes } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { performance } from 'node:perf_hooks'
 import { buildApp } from './app.ts'
+import { untilAborted, withDeadline } from './cancellation.ts'
 import { loadConfig, type Config } from './config.ts'
 import { PROFILE_FIELDS } from './schemas/profile.ts'
 
 /** Usernames loaded (at once, as a herd's waiters arrive), then hits on them, one after another. */
 const MISSES = 200
 const HITS = 1_000
-/** A warm-up request's wait for the stand-in: nobody waits on it, yet it stays within the startup probe's 30 s. */
-const WARM_UP_TIMEOUT_MS = 15_000
+/** The whole warm-up's limit: a rollout waits for it, and Kubernetes' startup probe gives a pod 30 s to listen. */
+const WARM_UP_LIMIT_MS = 20_000
 
 const STAND_IN_PROFILE = JSON.stringify({ user: Object.fromEntries(PROFILE_FIELDS.map((field) => [field, 'warm-up'])) })
 const STAND_IN_TOKEN = JSON.stringify({ access_token: 'warm-up', token_type: 'Bearer', expires_in: 3600 })
@@ -24,16 +25,23 @@ export type WarmUp = { ms: number } | { error: unknown }
  * real app is built, so that nothing of it (tracing's provider included) exists yet; its app has no Redis, no
  * secret, no tracing and logs nothing, and the stand-in listens on no TCP port.
  */
-export async function warmUp (config: Config, socketPath = abstractSocketPath()): Promise<WarmUp> {
+export async function warmUp (config: Config, socketPath = abstractSocketPath(), limitMs = WARM_UP_LIMIT_MS): Promise<WarmUp> {
   const started = performance.now()
+  const limit = withDeadline(undefined, limitMs)
   const standIn = createServer(answerAsUpstream)
   try {
     await listen(standIn, socketPath)
-    const app = await buildApp({ config: throwawayConfig(config), upstreamSocketPath: socketPath })
+    const app = await buildApp({ config: throwawayConfig(config, limitMs), upstreamSocketPath: socketPath })
     try {
-      const misses = await Promise.all(Array.from({ length: MISSES }, async (_, index) => await app.inject(`/profile/warm-up-${index}`)))
+      const missing = Promise.all(Array.from({ length: MISSES }, async (_, index) => await app.inject(`/profile/warm-up-${index}`)))
+      // Past the limit nobody reads them, and however they end is no unhandled rejection.
+      missing.catch(() => {})
+      const misses = await untilAborted(missing, limit.signal)
       for (const miss of misses) expectAnswer(miss, 'MISS')
-      for (let index = 0; index < HITS; index++) expectAnswer(await app.inject(`/profile/warm-up-${index % MISSES}`), 'HIT')
+      for (let index = 0; index < HITS; index++) {
+        limit.signal.throwIfAborted()
+        expectAnswer(await app.inject(`/profile/warm-up-${index % MISSES}`), 'HIT')
+      }
     } finally {
       await app.close()
     }
@@ -41,6 +49,7 @@ export async function warmUp (config: Config, socketPath = abstractSocketPath())
   } catch (error) {
     return { error }
   } finally {
+    limit.clear()
     standIn.close()
   }
 }
@@ -51,7 +60,7 @@ function abstractSocketPath (): string {
 }
 
 /** Only the settings that shape a request's path (the rest are defaults): nothing secret, nothing leaves the process. */
-function throwawayConfig (config: Config): Config {
+function throwawayConfig (config: Config, limitMs: number): Config {
   return loadConfig({
     UPSTREAM_BASE_URL: 'http://warm-up.invalid',
     AUTH_URL: 'http://warm-up.invalid',
@@ -60,16 +69,18 @@ function throwawayConfig (config: Config): Config {
     LOG_LEVEL: 'silent',
     CORS_ORIGINS: config.CORS_ORIGINS,
     TRUST_PROXY: String(config.TRUST_PROXY),
-    // A caller's 5 s cut the warm-up short on a starved machine (504s with 12 busy processes per core).
-    UPSTREAM_TIMEOUT_MS: String(WARM_UP_TIMEOUT_MS),
+    // Each request may take the warm-up's whole time: a caller's 5 s cut it short with 504s on a starved machine.
+    UPSTREAM_TIMEOUT_MS: String(limitMs),
+    // Past the limit, its close waits no longer than a second for the loads under way.
+    SHUTDOWN_TIMEOUT_MS: '1000',
     // The rate limit's code runs as in the real app, its limit out of the warm-up's reach.
     RATE_LIMIT_PER_MINUTE: config.RATE_LIMIT_PER_MINUTE === 0 ? '0' : String(Number.MAX_SAFE_INTEGER)
   })
 }
 
 /** A warm-up whose answers are not what the path serves would have compiled something else: it stops. */
-function expectAnswer ({ statusCode, headers }: { statusCode: number, headers: Record<string, unknown> }, cache: string): void {
-  if (statusCode !== 200 || headers['x-cache'] !== cache) throw new Error(`the warm-up was answered ${statusCode} ${String(headers['x-cache'])}, not 200 ${cache}`)
+function expectAnswer ({ statusCode, headers, body }: { statusCode: number, headers: Record<string, unknown>, body: string }, cache: string): void {
+  if (statusCode !== 200 || headers['x-cache'] !== cache) throw new Error(`the warm-up was answered ${statusCode} ${String(headers['x-cache'])}, not 200 ${cache}: ${body.slice(0, 200)}`)
 }
 
 async function listen (server: Server, path: string): Promise<void> {

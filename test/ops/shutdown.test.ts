@@ -185,7 +185,8 @@ t.test('before it listens, a process compiles its request path on a throwaway ap
   const messages = server.lines.map((line) => String(line.msg))
   const warmed = messages.findIndex((message) => message.startsWith('warmed up: the request path is compiled'))
   const skipped = server.lines.find((line) => String(line.msg).startsWith('warm-up skipped'))
-  t.ok(warmed >= 0 && warmed < messages.findIndex((message) => message.startsWith('Server listening at ')), `warmed up, then listening${skipped === undefined ? '' : ` (skipped: ${JSON.stringify(skipped.err)})`}`)
+  const why = skipped === undefined ? '' : ` (skipped: ${JSON.stringify(skipped.err)})`
+  t.ok(warmed >= 0 && warmed < messages.findIndex((message) => message.startsWith('Server listening at ')), `warmed up, then listening${why}`)
   t.same({ tokens: sim.stats.tokenRequests, calls: sim.stats.dataCalls }, { tokens: 0, calls: 0 }, 'the real upstream saw nothing')
   t.same(await rawRedis(t).keys(`${prefix}*`), [], 'nothing in Redis')
   t.notOk(logged(server.lines, 'request completed', { url: '/profile/warm-up-0' }), 'no access line of the warm-up')

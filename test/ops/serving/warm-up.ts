@@ -17,3 +17,10 @@ t.test('a warm-up is answered 200 MISS, then 200 HIT, by its own stand-in: it re
   t.match(warmed, { ms: Number })
   t.same({ tokens: sim.stats.tokenRequests, calls: sim.stats.dataCalls }, { tokens: 0, calls: 0 })
 })
+
+t.test('a warm-up past its limit stops with a deadline, its throwaway app closed with its requests under way', async (t) => {
+  const sim = await simulator(t)
+  const warmed = await warmUp(testConfig(t, sim), undefined, 1)
+  t.match(warmed, { error: { name: 'TimeoutError' } })
+  t.same({ tokens: sim.stats.tokenRequests, calls: sim.stats.dataCalls }, { tokens: 0, calls: 0 })
+})
