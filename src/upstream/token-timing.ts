@@ -31,8 +31,9 @@ export function retryDelay (random: number): number {
 }
 
 /**
- * An exchange unanswered this long has failed (sooner when UPSTREAM_TIMEOUT_MS is shorter): a token request is one
- * small POST, and a hung provider must be retried on the back-off's schedule, so that callers recover within
- * about 3 s of its return (this, then the first back-off of 1 to 2 s).
+ * An exchange unanswered this long has failed, whatever UPSTREAM_TIMEOUT_MS (a shorter one ends its callers' waits,
+ * not the exchange: plugins/upstream.ts): a token request is one small POST, and a hung provider must be retried on
+ * the back-off's schedule, so that callers recover within about 3 s of its return (this, then the first back-off of
+ * 1 to 2 s).
  */
 export const EXCHANGE_DEADLINE_MS = 1_000
