@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { eventsChannel } from '../cache/keys.ts'
 import { RedisBus } from '../redis/bus.ts'
-import { createRedisClient, duplicateRedisClient } from '../redis/client.ts'
+import { createRedisClient, duplicateRedisClient, quitOrDrop } from '../redis/client.ts'
 import { RedisClock } from '../redis/clock.ts'
 import { RedisHealth } from '../redis/health.ts'
 import { Membership } from '../redis/membership.ts'
@@ -70,7 +70,7 @@ async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptio
     await membership?.close()
     health.close()
     await bus.close()
-    await client.quit().catch(() => client.disconnect())
+    await quitOrDrop(client)
   })
 }
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import type { RedisClient } from './client.ts'
+import { quitOrDrop, type RedisClient } from './client.ts'
 import type { RedisClock } from './clock.ts'
 import type { RedisCommands } from './commands.ts'
 import type { RedisHealth } from './health.ts'
@@ -128,7 +128,7 @@ export class RedisBus {
   async close (): Promise<void> {
     this.#lost()
     const { subscriber } = this.#options
-    await subscriber.quit().catch(() => subscriber.disconnect())
+    await quitOrDrop(subscriber)
   }
 
   #subscribe (): void {

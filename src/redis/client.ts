@@ -6,12 +6,11 @@ export type RedisClient = Redis | Cluster
 
 /**
  * A Redis outage must never become the caller's problem: commands fail fast instead of queueing
- * while disconnected, time out quickly (a timeout marks Redis down, see RedisHealth), and the client
+ * while disconnected, time out quickly (RedisHealth bounds each, and a timeout marks Redis down), and the client
  * reconnects on its own in the background.
  */
 export const REDIS_OPTIONS = {
   connectTimeout: 1_000,
-  commandTimeout: 500,
   // A command whose connection drops fails at once: the caller goes local rather than wait for a reconnection.
   maxRetriesPerRequest: 0,
   enableOfflineQueue: false,
@@ -79,4 +78,17 @@ export function duplicateRedisClient (client: RedisClient): RedisClient {
   if (client instanceof Redis) return client.duplicate({ autoResubscribe: false })
   const duplicate: () => RedisClient = client.duplicate
   return duplicate.call(client)
+}
+
+/** How long a QUIT waits for its answer: a hung Redis never gives it, and nothing else bounds it. */
+const QUIT_WAIT_MS = 500
+
+/** QUIT, so that Redis has every command sent before it; the connection dropped when no answer comes in time. */
+export async function quitOrDrop (client: RedisClient): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<false>((resolve) => { timer = setTimeout(() => { resolve(false) }, QUIT_WAIT_MS) })
+  const quit = client.quit().then(() => true, () => false)
+  const answered = await Promise.race([quit, late])
+  clearTimeout(timer)
+  if (!answered) client.disconnect()
 }

@@ -26,6 +26,9 @@ export interface RedisHealthOptions {
 
 export type HealthListener = (up: boolean) => void
 
+/** How long a caller waits for one command at most, from when it is issued (the only bound: see `#bounded`). */
+export const COMMAND_TIMEOUT_MS = 500
+
 /**
  * The one answer to "may we talk to Redis now?", read synchronously by every consumer. A command that
  * times out or loses its connection flips it to down at once; from then on `run` rejects without
@@ -45,7 +48,7 @@ export class RedisHealth {
   #closed = false
   #ticks = 0
 
-  constructor ({ client, clock, downProbeMs = 250, upProbeMs = 1_000, commandTimeoutMs = 500, onChange = () => {} }: RedisHealthOptions) {
+  constructor ({ client, clock, downProbeMs = 250, upProbeMs = 1_000, commandTimeoutMs = COMMAND_TIMEOUT_MS, onChange = () => {} }: RedisHealthOptions) {
     this.#client = client
     this.#clock = clock
     this.#upProbeEvery = Math.max(1, Math.round(upProbeMs / downProbeMs))
@@ -75,11 +78,16 @@ export class RedisHealth {
     }
   }
 
-  /** ioredis's own timeout starts only when a command reaches a connection: this bounds the caller's whole wait. */
+  /**
+   * The caller's whole wait, from when the command is issued (ioredis's own timeout would start only once it reaches a
+   * connection). Timers run before the event loop reads its sockets, so the bound ends a turn later: an answer that
+   * came in time, while this process was held up past the bound (a long GC, a starved CPU), is read first, and a Redis
+   * that answered is not marked hung for this process's delay (ioredis's timer, which fails such an answer, is off).
+   */
   async #bounded<T> (command: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => { reject(new Error('Command timed out')) }, this.#commandTimeoutMs)
+      timer = setTimeout(() => { setImmediate(() => { reject(new Error('Command timed out')) }) }, this.#commandTimeoutMs)
     })
     try {
       return await Promise.race([command, timeout])

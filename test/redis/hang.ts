@@ -4,14 +4,14 @@ import t from 'tap'
 import { Redis } from 'ioredis'
 import { loadBudget } from '../../src/load-budget.ts'
 import { REDIS_OPTIONS } from '../../src/redis/client.ts'
-import { cacheStack, eventually, RedisServer, testLayer, unitConfig, untilRedisReady, type TestContext } from '../helper.ts'
+import { COMMAND_TIMEOUT_MS } from '../../src/redis/health.ts'
+import { untilAborted, withDeadline } from '../../src/cancellation.ts'
+import { cacheStack, eventually, REDIS_URL, RedisServer, testLayer, unitConfig, untilRedisReady, type TestContext } from '../helper.ts'
 
 interface Answer { username: string, startedAt: number, ms: number, status: number }
 
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN
 const slowest = (answers: Answer[]): number => Math.max(...answers.map((answer) => answer.ms))
-/** How long a caller waits for one Redis command at most. */
-const COMMAND_TIMEOUT_MS = REDIS_OPTIONS.commandTimeout
 
 t.test('Redis hung (SIGSTOP) under traffic: no errors, nobody waits past the first detection, /readyz degraded; after SIGCONT nobody waits', async (t) => {
   const redis = await RedisServer.start(t)
@@ -65,6 +65,34 @@ t.test('Redis hung (SIGSTOP) under traffic: no errors, nobody waits past the fir
   t.ok(slowestAfter <= slowest(during) + loadBudget(config).lockTtlMs, `after SIGCONT, no caller waited longer than a lock's lifetime: ${slowestAfter.toFixed(0)} ms`)
   const newUsernames = answers.filter((answer) => after(answer) && answer.username.startsWith('new-')).length
   t.ok(sim.stats.dataCalls - callsAtResume <= newUsernames + 8, `after the hang, no burst: ${sim.stats.dataCalls - callsAtResume} upstream calls for ${newUsernames} new usernames`)
+})
+
+t.test('a process held up past the command bound (a long GC, a starved CPU): the answer that came meanwhile is read, and Redis stays up', async (t) => {
+  const client = new Redis(REDIS_URL, REDIS_OPTIONS)
+  t.teardown(() => client.disconnect())
+  const boundMs = 50
+  const layer = await testLayer(t, client, 'held-up-test:', undefined, boundMs)
+  // From an immediate, as at the end of a turn of the event loop: the next thing the loop does is run its due timers.
+  await turn()
+  const answer = layer.health.run(async () => await client.ping())
+  // Held up synchronously for twelve bounds (past ioredis's own 500 ms too, were it on): Redis answers well within it.
+  const until = performance.now() + 12 * boundMs
+  while (performance.now() < until);
+  t.equal(await answer, 'PONG', 'answered')
+  t.equal(layer.health.up, true, 'not marked hung')
+})
+
+t.test('an app closed while Redis is hung: QUIT unanswered, its connections are dropped, and it closes', async (t) => {
+  const redis = await RedisServer.start(t)
+  const { app } = await cacheStack(t, { env: { REDIS_URL: redis.url } })
+  await untilRedisReady(app)
+  redis.pause()
+  t.teardown(() => { redis.resume() })
+  // Well past the two QUITs' 500 ms each; without a bound of their own they waited for as long as the hang.
+  const limit = withDeadline(undefined, 10_000)
+  t.teardown(limit.clear)
+  const closed = await untilAborted(app.close().then(() => true), limit.signal).catch(() => false)
+  t.ok(closed, 'closed')
 })
 
 /** A client of the service's options on `server`, its errors expected (the test hangs Redis), disconnected with the test. */
