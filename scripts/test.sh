@@ -24,10 +24,10 @@ wait "$plugins"; tapBuilt=$?
 [ "$built" -eq 0 ] && [ "$tapBuilt" -eq 0 ] || exit 1
 
 # At the suite's priority: at the lowest, two busy neighbours left them a sliver of a core (npm test took 15 minutes).
-# Beside ESLint's cache, tsc's: a second run checks only what changed (16 s of CPU become 6).
+# Beside ESLint's cache, tsc's: a second run checks only what changed.
 tsc --noEmit --incremental --tsBuildInfoFile node_modules/.cache/tsc/tsbuildinfo > "$logs/typecheck" 2>&1 & typecheck=$!
 npm run lint > "$logs/lint" 2>&1 & lint=$!
-# Coverage slows every test process (npm test took a seventh longer on two cores): it gates landing, not every run.
+# Coverage slows every test process (docs/testing.md): it gates a landing, in CI, not every run.
 script=test:suite
 [ "${PBFF_COVERAGE:-}" = 1 ] && script=test:coverage
 # In the background and waited for, so that a signal's trap runs at once rather than when the suite ends.

@@ -11,6 +11,10 @@ export type RedisClient = Redis | Cluster
  */
 export const REDIS_OPTIONS = {
   connectTimeout: 1_000,
+  // Past RedisHealth's bound, which decides for callers (its own ends after the sockets are read): this one bounds what
+  // that does not see, a reconnection's handshake and SUBSCRIBE, so that a connection to a hung server is dropped and
+  // made again (to the new primary, with Sentinels). At 500 ms it also failed answers read late by a held-up process.
+  commandTimeout: 2_000,
   // A command whose connection drops fails at once: the caller goes local rather than wait for a reconnection.
   maxRetriesPerRequest: 0,
   enableOfflineQueue: false,

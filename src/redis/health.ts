@@ -82,7 +82,7 @@ export class RedisHealth {
    * The caller's whole wait, from when the command is issued (ioredis's own timeout would start only once it reaches a
    * connection). Timers run before the event loop reads its sockets, so the bound ends a turn later: an answer that
    * came in time, while this process was held up past the bound (a long GC, a starved CPU), is read first, and a Redis
-   * that answered is not marked hung for this process's delay (ioredis's timer, which fails such an answer, is off).
+   * that answered is not marked hung for this process's delay (ioredis's own timer, which would fail it, is longer).
    */
   async #bounded<T> (command: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
