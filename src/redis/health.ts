@@ -42,6 +42,8 @@ export class RedisHealth {
   readonly #commandTimeoutMs: number
   readonly #onChange: NonNullable<RedisHealthOptions['onChange']>
   readonly #listeners = new Set<HealthListener>()
+  /** How to let go of each caller still waiting for a command: all at once, as soon as Redis is known down. */
+  readonly #waiting = new Set<(reason: Error) => void>()
   readonly #timer: NodeJS.Timeout
   #up = false
   #probing = false
@@ -86,13 +88,17 @@ export class RedisHealth {
    */
   async #bounded<T> (command: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
+    let letGo: (reason: Error) => void = () => {}
     const timeout = new Promise<never>((_resolve, reject) => {
+      letGo = reject
       timer = setTimeout(() => { setImmediate(() => { reject(new Error('Command timed out')) }) }, this.#commandTimeoutMs)
     })
+    this.#waiting.add(letGo)
     try {
       return await Promise.race([command, timeout])
     } finally {
       clearTimeout(timer)
+      this.#waiting.delete(letGo)
     }
   }
 
@@ -130,9 +136,12 @@ export class RedisHealth {
   }
 
   #down (cause: unknown): void {
-    // A hung connection holds the commands already sent: dropping it fails them now and reconnects.
-    if (this.#up && isTimeout(cause)) this.#client.disconnect(true)
+    if (!this.#up) return
+    // A hung connection holds the commands already sent: dropped, it reconnects; its queue fails only once it has
+    // closed, which a hung server delays by seconds, so their callers are let go now.
+    if (isTimeout(cause)) this.#client.disconnect(true)
     this.#set(false, cause)
+    for (const letGo of this.#waiting) letGo(new Error('Redis went down meanwhile', { cause }))
   }
 
   #set (up: boolean, cause?: unknown): void {

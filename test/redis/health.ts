@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import t from 'tap'
 import { RedisClock } from '../../src/redis/clock.ts'
 import { RedisHealth } from '../../src/redis/health.ts'
-import { eventually } from '../helper.ts'
+import { eventually, settle } from '../helper.ts'
 
 /** A client the test drives: its status, what PING and TIME answer, and how often it was dropped. */
 class FakeClient extends EventEmitter {
@@ -44,10 +44,26 @@ t.test('the probe brings Redis up and sets the clock; a timed-out command marks 
   const hung = async (): Promise<string> => { sent++; return await new Promise<never>(() => {}) }
   await t.rejects(health.run(hung), { code: 'CACHE_UNAVAILABLE', message: /a redis command failed/ })
   t.equal(health.up, false)
-  t.equal(client.disconnects, 1, 'the hung connection is dropped, failing what is queued on it')
+  t.equal(client.disconnects, 1, 'the hung connection is dropped')
   await t.rejects(health.run(hung), { code: 'CACHE_UNAVAILABLE', message: /redis is down/ })
   t.equal(sent, 1, 'nothing is sent while down')
   t.same(changes, [true, false])
+})
+
+t.test('the first command to time out lets go at once of every caller still waiting on the hung connection', async (t) => {
+  const client = new FakeClient()
+  const { health } = healthOf(t, client)
+  await eventually(() => health.up, 'probed up')
+  const hung = async (): Promise<string> => await new Promise<never>(() => {})
+  const first = health.run(hung)
+  // Sent half a bound later: its own bound would end half a bound after the first's.
+  const { later } = await new Promise<{ later: Promise<string> }>((resolve) => setTimeout(() => { resolve({ later: health.run(hung) }) }, 25))
+  let laterSettled = false
+  later.catch(() => {}).finally(() => { laterSettled = true })
+  await t.rejects(first, { code: 'CACHE_UNAVAILABLE' })
+  await settle()
+  t.ok(laterSettled, 'let go with the first')
+  await t.rejects(later, { code: 'CACHE_UNAVAILABLE', cause: { message: 'Redis went down meanwhile' } })
 })
 
 t.test('a reply error is Redis answering: it stays up', async (t) => {

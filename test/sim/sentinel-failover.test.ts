@@ -44,6 +44,29 @@ t.test('the primary killed: the Sentinels promote its replica, the apps follow t
   t.equal(sim.callsFor('profile', 'after-failover'), 1, 'b read a\'s entry from the new primary: no second upstream call')
 })
 
+t.test('the primary hung (SIGSTOP): the Sentinels promote its replica, and the apps, whose reconnections find it still hung, follow them', async (t) => {
+  const { primary, replica, sim, apps: [a, b] } = await sentinelDeployment(t, 2)
+  if (a === undefined || b === undefined) throw new Error('two apps')
+  for (const username of WARM) t.equal((await a.inject(`/profile/${username}`)).statusCode, 200)
+
+  const hungAt = Date.now()
+  primary.pause()
+  // Nothing closes: a command or the probe times out and drops the connection, and each reconnection finds the hung
+  // primary (its kernel takes the connection) until the Sentinels name another; ioredis's bound on a handshake ends each.
+  await eventually(() => a.redisLayer?.health.up === false, 'a sees the primary hung')
+  const { failures, served } = await askWarm([a], () => a.redisLayer?.health.up === true)
+  const failoverMs = Date.now() - hungAt
+  t.same(failures, [], `${served} answers for warm usernames during the failover (${failoverMs} ms), none failed`)
+  t.equal(await replica.role(), 'master', 'on the promoted replica')
+  t.comment(`failover: Redis shared again ${failoverMs} ms after the primary hung`)
+
+  await untilRedisReady(a, 2)
+  await untilRedisReady(b, 2)
+  t.equal((await a.inject('/profile/after-hang')).statusCode, 200)
+  t.equal((await b.inject('/profile/after-hang')).statusCode, 200)
+  t.equal(sim.callsFor('profile', 'after-hang'), 1, 'b read a\'s entry from the new primary: no second upstream call')
+})
+
 t.test('a failover under load, three instances, UPSTREAM_MAX_RPS=50: warm usernames all served, the busiest second within rps + 2 bursts, at most one more token exchange', async (t) => {
   const RPS = 50
   const { primary, replica, ...fleet } = await sentinelDeployment(t, 3, { UPSTREAM_MAX_RPS: String(RPS), UPSTREAM_EXPECTED_INSTANCES: '3', UPSTREAM_TIMEOUT_MS: '1000' })
