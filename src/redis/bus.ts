@@ -62,8 +62,13 @@ export class RedisBus {
   constructor (options: RedisBusOptions) {
     this.#options = options
     const { subscriber, channel, health } = options
-    // A hung Redis may drop events without closing the subscription: nobody should count on them.
-    health.listen(() => { this.#report() })
+    // A hung Redis may drop events without closing the subscription: nobody should count on them. Nor would anything
+    // end it (it sends no command): dropped, it reconnects (with Sentinels, to whichever primary they name) and
+    // subscribes again once ready.
+    health.listen((up) => {
+      if (!up && subscriber.status === 'ready') subscriber.disconnect(true)
+      this.#report()
+    })
     subscriber.on('error', options.onError)
     // Subscribe on every (re)connection: the subscription is what makes events reliable again.
     subscriber.on('ready', () => { this.#subscribe() })

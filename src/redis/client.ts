@@ -15,6 +15,9 @@ export const REDIS_OPTIONS = {
   // that does not see, a reconnection's handshake and SUBSCRIBE, so that a connection to a hung server is dropped and
   // made again (to the new primary, with Sentinels). At 500 ms it also failed answers read late by a held-up process.
   commandTimeout: 2_000,
+  // A dropped connection's socket is destroyed if it has not closed by then (ioredis waits 2 s by default): a hung
+  // server never closes it, and its queue fails, and the reconnection starts, only once it is gone.
+  disconnectTimeout: 100,
   // A command whose connection drops fails at once: the caller goes local rather than wait for a reconnection.
   maxRetriesPerRequest: 0,
   enableOfflineQueue: false,
@@ -55,7 +58,8 @@ export function createRedisClient (url: string, settings: RedisSettings): RedisC
 
 /**
  * ioredis's own Sentinel support: each (re)connection asks the Sentinels for the primary, and a failover drops every
- * connection (the old primary dies, or the Sentinels kill its clients as they demote it). Without ioredis's
+ * connection (the old primary dies, the Sentinels kill its clients as they demote it, or, hung, RedisHealth and
+ * RedisBus drop them). Without ioredis's
  * `failoverDetector`, whose connections to the Sentinels outlive `quit()` and report their errors as unhandled.
  * The URL's host is ignored; its credentials, database and TLS are the primary's (and, with TLS, the Sentinels' too).
  */

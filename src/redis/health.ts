@@ -136,10 +136,10 @@ export class RedisHealth {
   }
 
   #down (cause: unknown): void {
+    // A hung connection holds the commands already sent (a probe's, while down): dropped, it reconnects (with
+    // Sentinels, to whichever primary they name); its queue fails only once it has closed, so callers are let go now.
+    if (isTimeout(cause) && !this.#closed) this.#client.disconnect(true)
     if (!this.#up) return
-    // A hung connection holds the commands already sent: dropped, it reconnects; its queue fails only once it has
-    // closed, which a hung server delays by seconds, so their callers are let go now.
-    if (isTimeout(cause)) this.#client.disconnect(true)
     this.#set(false, cause)
     for (const letGo of this.#waiting) letGo(new Error('Redis went down meanwhile', { cause }))
   }
