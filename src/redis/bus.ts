@@ -62,11 +62,9 @@ export class RedisBus {
   constructor (options: RedisBusOptions) {
     this.#options = options
     const { subscriber, channel, health } = options
-    // A hung Redis may drop events without closing the subscription: nobody should count on them. Nor would anything
-    // end it (it sends no command): dropped, it reconnects (with Sentinels, to whichever primary they name) and
-    // subscribes again once ready.
+    // A hung Redis may drop events without closing the subscription: nobody should count on them.
     health.listen((up) => {
-      if (!up && subscriber.status === 'ready') subscriber.disconnect(true)
+      if (!up) this.#checkSubscriber()
       this.#report()
     })
     subscriber.on('error', options.onError)
@@ -134,6 +132,20 @@ export class RedisBus {
     this.#lost()
     const { subscriber } = this.#options
     await quitOrDrop(subscriber)
+  }
+
+  /**
+   * A subscription sends no command, so no bound would end one held on a hung server: a PING asks (ioredis bounds it),
+   * and unanswered, the connection is dropped, to be made again (with Sentinels, to whichever primary they name) and
+   * subscribed on ready. Answered, it is kept: a flap of Redis's health costs no subscription.
+   */
+  #checkSubscriber (): void {
+    const { subscriber } = this.#options
+    if (subscriber.status !== 'ready') return
+    subscriber.ping().catch(() => {
+      this.#subscribed = false
+      subscriber.disconnect(true)
+    })
   }
 
   #subscribe (): void {

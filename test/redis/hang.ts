@@ -4,6 +4,7 @@ import t from 'tap'
 import { Redis } from 'ioredis'
 import { loadBudget } from '../../src/load-budget.ts'
 import { REDIS_OPTIONS } from '../../src/redis/client.ts'
+import { RedisBus } from '../../src/redis/bus.ts'
 import { RedisClock } from '../../src/redis/clock.ts'
 import { COMMAND_TIMEOUT_MS, RedisHealth } from '../../src/redis/health.ts'
 import { untilAborted, withDeadline } from '../../src/cancellation.ts'
@@ -100,6 +101,35 @@ t.test('a connection whose server hangs in its handshake is dropped and made aga
   const limit = withDeadline(undefined, 10_000)
   t.teardown(limit.clear)
   t.ok(await untilAborted(dropped, limit.signal).catch(() => false), 'dropped')
+})
+
+t.test('Redis seen down: the bus keeps a subscription whose PING is answered (a flap), and drops one on a hung server', async (t) => {
+  const server = await RedisServer.start(t)
+  const client = clientTo(t, server)
+  const subscriber = clientTo(t, server)
+  const health = new RedisHealth({ client, clock: new RedisClock(Date.now), commandTimeoutMs: 50 })
+  const bus = new RedisBus({ publisher: client, health, subscriber, channel: 'flap-test:events', onError: () => {} })
+  t.teardown(async () => {
+    health.close()
+    await bus.close()
+  })
+  await eventually(() => bus.ready, 'subscribed')
+  let drops = 0
+  subscriber.on('close', () => { drops++ })
+  const seenDown = async (): Promise<void> => {
+    server.pause()
+    await health.run(async () => await client.ping()).catch(() => {})
+    t.equal(health.up, false, 'seen down')
+  }
+  await seenDown()
+  server.resume()
+  await eventually(() => bus.ready, 'ready again')
+  t.equal(drops, 0, 'a flap: the subscription kept')
+  await seenDown()
+  // ioredis's 2 s bound on the PING, with room.
+  await eventually(() => drops > 0, 'a hang: the subscription dropped', 10_000)
+  server.resume()
+  await eventually(() => bus.ready, 'subscribed again')
 })
 
 t.test('an app closed while Redis is hung: QUIT unanswered, its connections are dropped, and it closes', async (t) => {
