@@ -137,13 +137,14 @@ export class RedisBus {
   /**
    * A subscription sends no command, so no bound would end one held on a hung server: a PING asks (ioredis bounds it),
    * and unanswered, the connection is dropped, to be made again (with Sentinels, to whichever primary they name) and
-   * subscribed on ready. Answered, it is kept: a flap of Redis's health costs no subscription.
+   * subscribed on ready. Answered, it is kept: a flap of Redis's health costs no subscription. (A Cluster's PING goes
+   * to any node: it shows that the Cluster answers, not the subscription's node, which ioredis moves on a failover.)
    */
   #checkSubscriber (): void {
     const { subscriber } = this.#options
     if (subscriber.status !== 'ready') return
     subscriber.ping().catch(() => {
-      this.#subscribed = false
+      this.#lost()
       subscriber.disconnect(true)
     })
   }

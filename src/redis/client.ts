@@ -12,8 +12,9 @@ export type RedisClient = Redis | Cluster
 export const REDIS_OPTIONS = {
   connectTimeout: 1_000,
   // Past RedisHealth's bound, which decides for callers (its own ends after the sockets are read): this one bounds what
-  // that does not see, a reconnection's handshake and SUBSCRIBE, so that a connection to a hung server is dropped and
-  // made again (to the new primary, with Sentinels). At 500 ms it also failed answers read late by a held-up process.
+  // that does not see, a reconnection's handshake, SUBSCRIBE and the bus's PING, so that a connection to a hung server
+  // is dropped and made again (to the new primary, with Sentinels). At 500 ms it also failed answers read late by a
+  // held-up process.
   commandTimeout: 2_000,
   // A dropped connection's socket is destroyed if it has not closed by then (ioredis waits 2 s by default): a hung
   // server never closes it, and its queue fails, and the reconnection starts, only once it is gone.

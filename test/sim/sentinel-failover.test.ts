@@ -62,6 +62,7 @@ t.test('the primary hung (SIGSTOP): the Sentinels promote its replica, and the a
 
   await untilRedisReady(a, 2)
   await untilRedisReady(b, 2)
+  t.comment(`failover: both apps subscribed on the promoted replica ${Date.now() - hungAt} ms after the primary hung`)
   t.equal((await a.inject('/profile/after-hang')).statusCode, 200)
   t.equal((await b.inject('/profile/after-hang')).statusCode, 200)
   t.equal(sim.callsFor('profile', 'after-hang'), 1, 'b read a\'s entry from the new primary: no second upstream call')
