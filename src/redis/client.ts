@@ -60,8 +60,8 @@ export function createRedisClient (url: string, settings: RedisSettings): RedisC
 /**
  * ioredis's own Sentinel support: each (re)connection asks the Sentinels for the primary, and a failover drops every
  * connection (the old primary dies, the Sentinels kill its clients as they demote it, or, hung, RedisHealth and
- * RedisBus drop them). Without ioredis's
- * `failoverDetector`, whose connections to the Sentinels outlive `quit()` and report their errors as unhandled.
+ * RedisBus drop them). Without ioredis's `failoverDetector`, whose connections to the Sentinels outlive `quit()` and
+ * report their errors as unhandled.
  * The URL's host is ignored; its credentials, database and TLS are the primary's (and, with TLS, the Sentinels' too).
  */
 function sentinelOptions (url: URL, sentinels: string, name: string, sentinelPassword: string | undefined): RedisOptions {

@@ -26,7 +26,7 @@ export interface RedisHealthOptions {
 
 export type HealthListener = (up: boolean) => void
 
-/** How long a caller waits for one command at most, from when it is issued (the only bound: see `#bounded`). */
+/** How long a caller waits for one command at most, from when it is issued (see `#bounded`; ioredis's is longer). */
 export const COMMAND_TIMEOUT_MS = 500
 
 /**
