@@ -1,5 +1,5 @@
 import t from 'tap'
-import { anotherApp, eventually, freePort, rawRedis, REDIS_URL, stack } from '../../helper.ts'
+import { anotherApp, Clock, eventually, freePort, rawRedis, REDIS_URL, stack } from '../../helper.ts'
 
 t.test('past RATE_LIMIT_PER_MINUTE a client gets 429 RATE_LIMITED with Retry-After, and the upstream is not asked', async (t) => {
   const { app, sim } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3' } })
@@ -68,8 +68,10 @@ t.test('RATE_LIMIT_PER_MINUTE=0 turns the limit off', async (t) => {
 })
 
 t.test('with Redis, instances share one budget per client: each sees the others\' counts once synced (every 100 ms)', async (t) => {
-  const { app, config } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3', REDIS_URL } })
-  const other = await anotherApp(t, config)
+  // Shared counts use windows aligned to the clock: on the real one, a minute's end during the test starts them over.
+  const clock = new Clock()
+  const { app, config } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3', REDIS_URL }, now: clock.now })
+  const other = await anotherApp(t, config, clock.now)
   const redis = rawRedis(t)
   for (const each of [app, other]) await eventually(() => each.redisLayer?.health.up === true, 'redis up')
   for (const remaining of ['2', '1', '0']) {
@@ -95,7 +97,7 @@ t.test('with Redis, instances share one budget per client: each sees the others\
 })
 
 t.test('with Redis unreachable, the instance counts alone: the limit holds per instance, nobody waits on Redis', async (t) => {
-  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '2', REDIS_URL: `redis://127.0.0.1:${await freePort()}` } })
+  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '2', REDIS_URL: `redis://127.0.0.1:${await freePort()}` }, now: new Clock().now })
   const statuses = []
   for (let i = 0; i < 3; i++) statuses.push((await app.inject('/profile/alice')).statusCode)
   t.same(statuses, [200, 200, 429])
