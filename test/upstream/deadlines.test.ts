@@ -124,20 +124,21 @@ async function slowUpstream (t: Test, takesMs: number, env: Record<string, strin
 }
 
 t.test('a queued call is not sent once its caller\'s remaining time is below what the upstream has been taking', async (t) => {
-  // 2 s of budget, an upstream that has been taking 1.5 s: a queued call may wait 500 ms for its slot, no more.
-  const { app, sim } = await slowUpstream(t, 1_500, { UPSTREAM_TIMEOUT_MS: '2000' })
+  // 4 s of budget (3.52 s to send), an upstream that has been taking 1.5 s: a queued call may wait about 2 s for its
+  // slot, no more. (With 2 s, its 260 ms of real time ran out in a stall while the holder's answer waited to be read.)
+  const { app, sim } = await slowUpstream(t, 1_500, { UPSTREAM_TIMEOUT_MS: '4000' })
 
   const served = app.inject('/profile/holder-1')
   await eventually(() => sim.callsFor('profile', 'holder-1') === 1, 'the holder has the only slot')
   const inTime = await app.inject('/profile/in-time')
-  t.equal(inTime.statusCode, 200, 'a slot within 500 ms (the holder takes 100): sent and answered')
+  t.equal(inTime.statusCode, 200, 'a slot within 2 s (the holder takes 100 ms): sent and answered')
   t.equal((await served).statusCode, 200)
 
   sim.failNext({ kind: 'hang' })
   const hung = app.inject('/profile/holder-2')
   await eventually(() => sim.callsFor('profile', 'holder-2') === 1, 'the holder has the only slot, and keeps it')
   const late = await app.inject('/profile/late')
-  t.same(late.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 2000 ms' })
+  t.same(late.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 4000 ms' })
   t.equal(await outcomes(app, 'timeout'), 0, 'answered once its time could no longer cover a call, before the holder\'s ended')
   t.equal(sim.callsFor('profile', 'late'), 0, 'never sent')
   const metrics = parseMetrics((await app.inject('/metrics')).body)

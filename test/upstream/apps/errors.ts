@@ -28,13 +28,15 @@ for (const { name, fault, status, code, ...rest } of cases) {
 }
 
 t.test('an upstream slower than UPSTREAM_TIMEOUT_MS answers 504 UPSTREAM_TIMEOUT', async (t) => {
-  const { app, sim, config } = await stack(t, { env: { UPSTREAM_TIMEOUT_MS: '200' } })
+  // 1 s, the token held first: at 200 ms a busy machine's exchange could take the caller's time, the call never sent.
+  const { app, sim, config } = await stack(t, { env: { UPSTREAM_TIMEOUT_MS: '1000' } })
+  await app.tokens.getToken()
   // The upstream would answer only after a whole load's bound: a 504 rather than its 200 shows the caller was
   // answered before then (the simulator's timer and the app's deadline run in this process, so their order is fixed).
   sim.options.latencyMs = loadBudget(config).loadMs
   const res = await app.inject('/profile/alice')
   t.equal(res.statusCode, 504)
-  t.same(res.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 200 ms' })
+  t.same(res.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 1000 ms' })
   t.equal(sim.stats.dataCalls, 1, 'one call, given up, not retried')
 })
 

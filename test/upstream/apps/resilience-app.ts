@@ -171,10 +171,12 @@ t.test('a dropped connection is retried once; a 5xx never is', async (t) => {
 })
 
 t.test('UPSTREAM_TIMEOUT_MS covers the body: a trickling answer is aborted with 504', async (t) => {
-  const { app, sim } = await stack(t, { env: { UPSTREAM_TIMEOUT_MS: '300' } })
+  // 1 s, the token held first: at 300 ms a busy machine's exchange could take the caller's time, the call never sent.
+  const { app, sim } = await stack(t, { env: { UPSTREAM_TIMEOUT_MS: '1000' } })
+  await app.tokens.getToken()
   sim.failNext({ kind: 'trickle' })
   const res = await app.inject('/profile/alice')
-  t.same(res.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 300 ms' })
+  t.same(res.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 1000 ms' })
   await eventually(() => sim.stats.abortedResponses === 1, 'the upstream saw the request aborted')
   t.equal(sim.callsFor('profile', 'alice'), 1, 'a timeout is not retried')
 })

@@ -81,7 +81,8 @@ t.test('a failing identity provider gets one exchange per failure window from th
     t.ok(answers.every((answer) => answer instanceof Error), `window ${window}: every caller fails fast`)
     t.equal(exchanges(), window, `window ${window}: one exchange between the three instances`)
     const left = await redis.pttl(`${prefix}token:failing`)
-    t.ok(left >= 900 && left <= 5_000, `window ${window}: the shared window lasts 1 to 5 s (${left} ms left)`)
+    // Redis's own time runs: what is left of a 1 to 1.5 s window after the callers above (on a busy machine, far less).
+    t.ok(left > 0 && left <= 5_000, `window ${window}: the shared window is set, for at most 5 s (${left} ms left)`)
     t.same(await askEverywhere().then(() => exchanges()), window, 'callers during the window cost no exchange')
     // The window runs out: its key expires in Redis, each instance's own back-off on its clock.
     await redis.del(`${prefix}token:failing`)
