@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { ReplyError } from 'ioredis'
 import { quitOrDrop, type RedisClient } from './client.ts'
 import type { RedisClock } from './clock.ts'
 import type { RedisCommands } from './commands.ts'
@@ -150,12 +151,18 @@ export class RedisBus {
   }
 
   #subscribe (): void {
-    this.#options.subscriber.subscribe(this.#options.channel).then(
+    const { subscriber, channel, onError } = this.#options
+    subscriber.subscribe(channel).then(
       () => {
-        this.#subscribed = this.#options.subscriber.status === 'ready'
+        this.#subscribed = subscriber.status === 'ready'
         this.#report()
       },
-      this.#options.onError
+      (error: unknown) => {
+        // Unanswered (a server that hung once the connection was made): dropped, to be made again and subscribed on
+        // ready. Refused (a ReplyError: NOPERM, say), it stays reported as is: a new connection would be refused too.
+        if (!(error instanceof ReplyError) && subscriber.status === 'ready') subscriber.disconnect(true)
+        onError(error)
+      }
     )
   }
 

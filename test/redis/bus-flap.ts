@@ -1,3 +1,4 @@
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
 import { setTimeout as delay } from 'node:timers/promises'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
@@ -87,4 +88,50 @@ t.test('a subscriber\'s failed resubscription is the bus\'s to report, never an 
   // Unsubscribed, the subscriber's connection is an ordinary one now (the admin's own is spared).
   await admin.call('CLIENT', 'KILL', 'TYPE', 'normal')
   await eventually(() => bus.ready, 'subscribed again at the next connection')
+})
+
+/** A proxy to `port` that withholds the first SUBSCRIBE it sees (a server that took the connection, then hung): nothing answers it. */
+async function subscribeSwallower (t: TestContext, port: number): Promise<{ url: string, swallowed: () => boolean, connections: () => number }> {
+  let swallowed = false
+  let connections = 0
+  const sockets = new Set<Socket>()
+  const server = createServer((client) => {
+    connections++
+    const upstream = connect(port, '127.0.0.1')
+    for (const socket of [client, upstream]) {
+      sockets.add(socket)
+      socket.on('close', () => { sockets.delete(socket); client.destroy(); upstream.destroy() })
+      socket.on('error', () => {})
+    }
+    upstream.pipe(client)
+    client.on('data', (chunk: Buffer) => {
+      if (!swallowed && /^\*\d+\r\n\$9\r\nsubscribe\r\n/i.test(chunk.toString('latin1'))) swallowed = true
+      else upstream.write(chunk)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(async () => {
+    for (const socket of sockets) socket.destroy()
+    await new Promise((resolve) => server.close(resolve))
+  })
+  return { url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`, swallowed: () => swallowed, connections: () => connections }
+}
+
+t.test('a SUBSCRIBE nobody answers drops the subscriber\'s connection, and the next one subscribes, while Redis stays up', async (t) => {
+  const redis = await RedisServer.start(t)
+  const proxy = await subscribeSwallower(t, Number(new URL(redis.url).port))
+  const client = new Redis(redis.url, REDIS_OPTIONS)
+  const health = new RedisHealth({ client, clock: new RedisClock(Date.now) })
+  const errors: unknown[] = []
+  const bus = new RedisBus({ publisher: client, health, subscriber: new Redis(proxy.url, { ...REDIS_OPTIONS, autoResubscribe: false }), channel: 'events', onError: (error) => { errors.push(error) } })
+  t.teardown(async () => {
+    health.close()
+    await bus.close()
+    await client.quit()
+  })
+  await eventually(() => proxy.swallowed(), 'the first SUBSCRIBE withheld')
+  await eventually(() => errors.some((error) => /timed out/.test((error as Error).message)), 'its timeout reported')
+  await eventually(() => bus.ready, 'subscribed on the next connection')
+  t.equal(proxy.connections(), 2, 'one connection made again')
+  t.ok(health.up, 'Redis was up all along: nothing but the bus would have made the connection again')
 })
