@@ -53,7 +53,8 @@ t.test('a caller with a stale entry gets it at once, whatever the budget', async
 })
 
 t.test('an upstream 429 halves the budget, which /readyz and the metrics report', async (t) => {
-  const { app, sim } = await stack(t, { env: { UPSTREAM_MAX_RPS: '20' } })
+  // The clock stands still: on the real one, a stall past the Retry-After (1 s) read the budget recovering.
+  const { app, sim } = await stack(t, { env: { UPSTREAM_MAX_RPS: '20' }, now: new Clock().now })
   t.equal((await app.inject('/readyz')).json().upstreamBudgetRps, 20)
   sim.failNext({ kind: 'status', status: 429, retryAfter: '1' })
   t.equal((await app.inject('/profile/throttled')).json().code, 'UPSTREAM_RATE_LIMITED')
