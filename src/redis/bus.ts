@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto'
-import { ReplyError } from 'ioredis'
 import { quitOrDrop, type RedisClient } from './client.ts'
 import type { RedisClock } from './clock.ts'
 import type { RedisCommands } from './commands.ts'
-import type { RedisHealth } from './health.ts'
+import { isReply, type RedisHealth } from './health.ts'
 import { currentTraceparent } from '../telemetry/tracing.ts'
 
 /**
@@ -159,8 +158,8 @@ export class RedisBus {
       },
       (error: unknown) => {
         // Unanswered (a server that hung once the connection was made): dropped, to be made again and subscribed on
-        // ready. Refused (a ReplyError: NOPERM, say), it stays reported as is: a new connection would be refused too.
-        if (!(error instanceof ReplyError) && subscriber.status === 'ready') subscriber.disconnect(true)
+        // ready. Refused (NOPERM, say), it stays reported as is: a new connection would be refused too.
+        if (!isReply(error) && subscriber.status === 'ready') subscriber.disconnect(true)
         onError(error)
       }
     )

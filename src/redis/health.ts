@@ -173,7 +173,8 @@ export function mayHaveRun (error: unknown): boolean {
   return error instanceof CACHE_UNAVAILABLE && error.cause !== undefined && !isReply(error.cause)
 }
 
-function isReply (error: unknown): boolean {
+/** Whether `error` is Redis's own answer (a ReplyError: NOPERM, WRONGTYPE...), not a failure to get one. */
+export function isReply (error: unknown): boolean {
   return error instanceof Error && error.name === 'ReplyError'
 }
 
