@@ -11,6 +11,8 @@ export interface Gate {
   target: string
   /** Calls held now. */
   held: () => number
+  /** Calls whose caller hung up before the gate had answered them (aborted at the upstream, as the simulator counts them). */
+  aborted: () => number
   /** From now on, calls wait for `release`. */
   hold: () => void
   release: () => void
@@ -32,8 +34,10 @@ export async function gate (t: TestContext): Promise<Gate> {
   let opened = Promise.resolve()
   let release = (): void => {}
   let held = 0
+  let aborted = 0
   const server = createServer((req, res) => {
     held++
+    res.on('close', () => { if (!res.writableFinished) aborted++ })
     const body = Array.fromAsync(req).then((chunks) => Buffer.concat(chunks))
     opened.then(async () => {
       held--
@@ -53,6 +57,7 @@ export async function gate (t: TestContext): Promise<Gate> {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     target: '',
     held: () => held,
+    aborted: () => aborted,
     hold: () => { opened = new Promise((resolve) => { release = resolve }) },
     release: () => { release() }
   }

@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
-import { cacheStack, capturedLogger, Clock, eventually, gate, metric, parseMetrics, stack, type LogLine, type TestContext } from '../helper.ts'
+import { cacheStack, capturedLogger, Clock, eventually, gate, metric, parseMetrics, stack, type LogLine, type StackOptions, type TestContext } from '../helper.ts'
 
 // A call sent is an answer kept (issue 32): callers leaving never abort a sent call, whose answer fills the cache; a
 // call not yet sent whose callers have all left is dropped unsent, and only that counts as `cancelled`.
@@ -9,7 +9,7 @@ import { cacheStack, capturedLogger, Clock, eventually, gate, metric, parseMetri
 
 /** Long enough that no deadline, only a caller leaving, could end a call during a test. */
 const PATIENT = { UPSTREAM_TIMEOUT_MS: '30000' }
-/** What the upstream takes in these tests: long enough that every caller leaves before it answers. */
+/** What the upstream takes in the test whose load another instance waits for. */
 const SLOW = { latencyMs: 1_000 }
 
 interface Caller {
@@ -42,6 +42,18 @@ async function callers (t: TestContext, app: FastifyInstance): Promise<(path: st
   }
 }
 
+/**
+ * An app (with the token held) whose upstream calls wait at a gate while the test holds it: every caller leaves before
+ * the upstream answers however slow the machine, where a latency a busy machine may outlast would not say so.
+ */
+async function gatedStack (t: TestContext, options: Pick<StackOptions, 'env' | 'logger' | 'now'> = {}) {
+  const held = await gate(t)
+  const { app, sim } = await stack(t, { ...options, env: { ...PATIENT, ...options.env, UPSTREAM_BASE_URL: held.url }, sim: { audience: held.url } })
+  held.target = sim.baseUrl
+  await app.tokens.getToken()
+  return { app, sim, held }
+}
+
 /** Requests the app has received so far (their handling up to the upstream's queue takes no I/O: done within the same turn). */
 function received (app: FastifyInstance): () => number {
   let count = 0
@@ -72,30 +84,28 @@ async function coalesced (app: FastifyInstance): Promise<number | undefined> {
 
 t.test('callers that leave once the call is sent do not abort it: its answer fills the cache, and the next caller gets it with no new call', async (t) => {
   const { logger, lines } = capturedLogger()
-  const { app, sim } = await stack(t, { logger, env: PATIENT, sim: SLOW })
-  await app.tokens.getToken()
+  const { app, sim, held } = await gatedStack(t, { logger })
   const caller = await callers(t, app)
+  held.hold()
   const pair = [caller('/profile/left'), caller('/profile/left')]
-  await eventually(async () => await coalesced(app) === 1 && sim.callsFor('profile', 'left') === 1, 'both wait for one call at the upstream')
+  await eventually(async () => await coalesced(app) === 1 && held.held() === 1, 'both wait for one call at the upstream')
   for (const each of pair) each.leave()
   await eventually(() => logged(lines).left === 2, 'both callers have gone')
   t.equal(await upstreamCalls(app, 'ok'), undefined, 'they left before the upstream answered')
+  held.release()
   await eventually(async () => await upstreamCalls(app, 'ok') === 1, 'the call runs to its answer')
   const next = await app.inject('/profile/left')
   t.equal(next.statusCode, 200)
   t.equal(next.headers['x-cache'], 'HIT', 'stored for the next caller')
   t.equal(sim.callsFor('profile', 'left'), 1, 'no second call')
-  t.equal(sim.stats.abortedResponses, 0, 'never aborted at the upstream')
+  t.equal(held.aborted(), 0, 'never aborted at the upstream')
   t.equal(await upstreamCalls(app, 'cancelled'), undefined, 'a sent call is never cancelled')
   t.same(logged(lines), { alarming: [], left: 2 }, 'no warning: neither the upstream nor the callers did anything wrong')
 })
 
 t.test('a sent call keeps its slot while its callers are gone, and its failure counts like any other', async (t) => {
-  const held = await gate(t)
   const { logger, lines } = capturedLogger()
-  const { app, sim } = await stack(t, { logger, env: { ...PATIENT, UPSTREAM_MAX_CONCURRENCY: '1', UPSTREAM_BASE_URL: held.url }, sim: { audience: held.url } })
-  held.target = sim.baseUrl
-  await app.tokens.getToken()
+  const { app, sim, held } = await gatedStack(t, { logger, env: { UPSTREAM_MAX_CONCURRENCY: '1' } })
   const caller = await callers(t, app)
   sim.failNext({ kind: 'status', status: 502 })
   held.hold()
@@ -117,16 +127,17 @@ t.test('a sent call keeps its slot while its callers are gone, and its failure c
 })
 
 t.test('a queued call whose callers all left is dropped unsent and counted as cancelled; a later caller loads anew', async (t) => {
-  const { app, sim } = await stack(t, { env: { ...PATIENT, UPSTREAM_MAX_CONCURRENCY: '1' }, sim: SLOW })
-  await app.tokens.getToken()
+  const { app, sim, held } = await gatedStack(t, { env: { UPSTREAM_MAX_CONCURRENCY: '1' } })
   const caller = await callers(t, app)
   const requests = received(app)
+  held.hold()
   const holder = caller('/profile/holder')
-  await eventually(() => sim.callsFor('profile', 'holder') === 1, 'the holder has the only slot')
+  await eventually(() => held.held() === 1, 'the holder has the only slot')
   const queued = caller('/profile/queued')
   await eventually(() => requests() === 2, 'the second caller is queued behind it')
   queued.leave()
   await eventually(async () => await upstreamCalls(app, 'cancelled') === 1, 'the queued call is dropped, counted as cancelled')
+  held.release()
   t.equal(await holder.answer, 200)
   t.equal(sim.callsFor('profile', 'queued'), 0, 'the call whose caller left was never sent')
   t.equal(await upstreamCalls(app, 'short_circuited'), undefined, 'nor refused')
@@ -139,37 +150,39 @@ t.test('a queued call whose callers all left is dropped unsent and counted as ca
 t.test('a background revalidation runs to its end, even when a caller that joined it leaves', async (t) => {
   const clock = new Clock(Date.now())
   const { logger, lines } = capturedLogger()
-  const { app, sim } = await stack(t, { logger, now: clock.now, env: { ...PATIENT, PROFILE_TTL_SECONDS: '60', STALE_TTL_SECONDS: '60' } })
+  const { app, sim, held } = await gatedStack(t, { logger, now: clock.now, env: { PROFILE_TTL_SECONDS: '60', STALE_TTL_SECONDS: '60' } })
   const caller = await callers(t, app)
   t.equal((await app.inject('/profile/alice')).statusCode, 200)
   clock.advance(61_000)
-  sim.options.latencyMs = 1_000
+  held.hold()
   const stale = await app.inject('/profile/alice')
   t.equal(stale.headers['x-cache'], 'STALE', 'the caller that triggered the revalidation has its answer at once')
-  await eventually(() => sim.callsFor('profile', 'alice') === 2, 'the revalidation is at the upstream')
+  await eventually(() => held.held() === 1, 'the revalidation is at the upstream')
   clock.advance(60_000) // the stale entry is no longer servable: the next caller waits for the revalidation
   const joiner = caller('/profile/alice')
   await eventually(async () => await coalesced(app) === 1, 'a caller joins the revalidation')
   joiner.leave()
   await eventually(() => logged(lines).left === 1, 'the joiner has left')
+  held.release()
   await eventually(async () => (await app.inject('/profile/alice')).headers['x-cache'] === 'HIT', 'the revalidation stored its answer')
-  t.equal(sim.stats.abortedResponses, 0, 'never cancelled')
+  t.equal(held.aborted(), 0, 'never cancelled')
   t.equal(sim.callsFor('profile', 'alice'), 2)
 })
 
 t.test('a batch whose client leaves: its members under way run to their answers, those not begun are never sent', async (t) => {
   const { logger, lines } = capturedLogger()
-  const { app, sim } = await stack(t, { logger, env: { ...PATIENT, UPSTREAM_MAX_CONCURRENCY: '2' }, sim: SLOW })
-  await app.tokens.getToken()
+  const { app, sim, held } = await gatedStack(t, { logger, env: { UPSTREAM_MAX_CONCURRENCY: '2' } })
   const caller = await callers(t, app)
+  held.hold()
   const batch = caller('/profiles?username=b-1&username=b-2&username=b-3&username=b-4')
-  await eventually(() => sim.stats.dataCalls === 2, 'two members at the upstream, as many as it may take at once')
+  await eventually(() => held.held() === 2, 'two members at the upstream, as many as it may take at once')
   batch.leave()
   await eventually(() => logged(lines).left === 1, 'the batch\'s client has gone')
+  held.release()
   await eventually(async () => await upstreamCalls(app, 'ok') === 2, 'both sent calls answered')
   t.same(['b-1', 'b-2'].map((name) => sim.callsFor('profile', name)), [1, 1])
   t.same(['b-3', 'b-4'].map((name) => sim.callsFor('profile', name)), [0, 0], 'the members not begun never reach the upstream')
-  t.equal(sim.stats.abortedResponses, 0)
+  t.equal(held.aborted(), 0)
   t.equal((await app.inject('/profile/b-1')).headers['x-cache'], 'HIT', 'a member under way was stored')
   t.same(logged(lines), { alarming: [], left: 1 }, 'one line for the batch, none for its members')
 })
