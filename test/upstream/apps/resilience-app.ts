@@ -123,6 +123,8 @@ t.test('repeated 5xx open the circuit: calls stop, and are refused at once', asy
 t.test('repeated timeouts open the circuit once the sent calls end: later callers are refused at once, with no call', async (t) => {
   const clock = new Clock()
   const { app, sim, config } = await stack(t, { now: clock.now, env: { UPSTREAM_TIMEOUT_MS: '1000' } })
+  // The token first: a slow exchange could take the callers' real 0.9 s before their calls are sent.
+  await app.tokens.getToken()
   sim.failAlways({ kind: 'hang' })
   const timedOut = profiles(app, usernames(BREAKER_FAILURE_THRESHOLD))
   await eventually(() => sim.stats.dataCalls === BREAKER_FAILURE_THRESHOLD, 'every call is sent')

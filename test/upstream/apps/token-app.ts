@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { anotherApp, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../../helper.ts'
+import { anotherApp, Clock, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../../helper.ts'
 
 // Token lifecycle through the whole app, against the simulator's identity provider.
 const NO_RATE_LIMIT = { RATE_LIMIT_PER_MINUTE: '0' }
@@ -48,7 +48,8 @@ t.test('two instances on one Redis cause one exchange between them; Redis holds 
 })
 
 t.test('an identity provider slower than UPSTREAM_TIMEOUT_MS: the caller gets 504 at its deadline, the next ones 502 at once', async (t) => {
-  const { app, sim } = await stack(t, { env: { UPSTREAM_TIMEOUT_MS: '300' } })
+  // The back-off counts on the app's clock, which stands still: on the real one a stall could outlast it before bob asks.
+  const { app, sim } = await stack(t, { env: { UPSTREAM_TIMEOUT_MS: '300' }, now: new Clock().now })
   sim.failTokenNext({ kind: 'hang' })
   const res = await app.inject('/profile/alice')
   t.same(res.json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT', error: 'Gateway Timeout', message: 'The profile service did not answer within 300 ms' })
@@ -63,10 +64,10 @@ t.test('an identity provider slower than UPSTREAM_TIMEOUT_MS: the caller gets 50
 })
 
 t.test('after a failed exchange, callers fail fast instead of each trying again', async (t) => {
-  const { app, sim } = await stack(t, { env: NO_RATE_LIMIT })
+  // The first back-off lasts at least a second of the app's clock, which stands still: these all arrive within it.
+  const { app, sim } = await stack(t, { env: NO_RATE_LIMIT, now: new Clock().now })
   sim.failTokenNext({ kind: 'status', status: 503 })
   t.match((await app.inject('/profile/alice')).json(), { code: 'UPSTREAM_AUTH_FAILED' })
-  // The first back-off lasts at least a second; these all arrive within it.
   const responses = await profiles(app, usernames(20))
   t.same(tally(responses), { '502 UPSTREAM_AUTH_FAILED': 20 })
   t.match(responses[0]?.json(), { message: /the identity provider is failing; next attempt in [12] s/ })
