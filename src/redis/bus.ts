@@ -136,17 +136,20 @@ export class RedisBus {
 
   /**
    * A subscription sends no command, so no bound would end one held on a hung server: a PING asks (ioredis bounds it),
-   * and unanswered, the connection is dropped, to be made again (with Sentinels, to whichever primary they name) and
-   * subscribed on ready. Answered, it is kept: a flap of Redis's health costs no subscription. (A Cluster's PING goes
-   * to any node: it shows that the Cluster answers, not the subscription's node, which ioredis moves on a failover.)
+   * and unanswered, the subscriber is dropped. Answered, it is kept: a flap of Redis's health costs no subscription.
+   * (A Cluster's PING goes to any node: it shows that the Cluster answers, not the subscription's node, which ioredis
+   * moves on a failover.)
    */
   #checkSubscriber (): void {
     const { subscriber } = this.#options
     if (subscriber.status !== 'ready') return
-    subscriber.ping().catch(() => {
-      this.#lost()
-      subscriber.disconnect(true)
-    })
+    subscriber.ping().catch(() => { this.#dropSubscriber() })
+  }
+
+  /** A subscriber that does not answer: its connection made again (with Sentinels, to the primary they name), subscribed on ready. */
+  #dropSubscriber (): void {
+    this.#lost()
+    this.#options.subscriber.disconnect(true)
   }
 
   #subscribe (): void {
@@ -157,9 +160,9 @@ export class RedisBus {
         this.#report()
       },
       (error: unknown) => {
-        // Unanswered (a server that hung once the connection was made): dropped, to be made again and subscribed on
-        // ready. Refused (NOPERM, say), it stays reported as is: a new connection would be refused too.
-        if (!isReply(error) && subscriber.status === 'ready') subscriber.disconnect(true)
+        // Unanswered (a server that hung once the connection was made): dropped. Refused (NOPERM, say), it stays
+        // reported as is: a new connection would be refused too.
+        if (!isReply(error) && subscriber.status === 'ready') this.#dropSubscriber()
         onError(error)
       }
     )

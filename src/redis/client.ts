@@ -1,4 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis'
+import { untilAborted, withDeadline } from '../cancellation.ts'
 import type { Config } from '../config.ts'
 
 /** A single Redis or a Redis Cluster: both speak the commands the service uses, and both have `status`. */
@@ -94,10 +95,12 @@ const QUIT_WAIT_MS = 500
 
 /** QUIT, so that Redis has every command sent before it; the connection dropped when no answer comes in time. */
 export async function quitOrDrop (client: RedisClient): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  const late = new Promise<false>((resolve) => { timer = setTimeout(() => { resolve(false) }, QUIT_WAIT_MS) })
-  const quit = client.quit().then(() => true, () => false)
-  const answered = await Promise.race([quit, late])
-  clearTimeout(timer)
-  if (!answered) client.disconnect()
+  const limit = withDeadline(undefined, QUIT_WAIT_MS)
+  try {
+    await untilAborted(client.quit(), limit.signal)
+  } catch {
+    client.disconnect()
+  } finally {
+    limit.clear()
+  }
 }
