@@ -182,10 +182,3 @@ export function perSecond (times: readonly number[]): number[] {
   }
   return counts
 }
-
-/** The arrival time of each data call the simulator counted, from the `from`th on (ms on its own clock, in order). */
-export async function callTimes (simulatorUrl: string, from: number): Promise<number[]> {
-  const response = await fetch(`${simulatorUrl}/__sim/call-times?from=${from}`, { signal: AbortSignal.timeout(30_000) })
-  if (!response.ok) throw new Error(`simulator call times answered ${response.status}`)
-  return await response.json() as number[]
-}

@@ -1,5 +1,5 @@
 import { count, ms, pct, signedMs, statuses, us } from './format.ts'
-import type { MissRun } from './miss.ts'
+import type { BeforeAndAfter, MissRun } from './miss.ts'
 import type { BenchResults } from './results.ts'
 
 /** Issue 33's goals for the sequential run's overhead p50 (its p99 within twice that): the 2-core AMD machines', and the slower Intel ones'. */
@@ -21,6 +21,15 @@ export function missSection ({ miss }: BenchResults): string[] {
   const costs = ([label, run]: [string, MissRun, string]): string =>
     `| ${label} | ${us(run.cpuPerMissUs)} / ${us(run.proxyCpuPerMissUs)} / ${us(run.redisProxyCpuPerMissUs)} / ${us(run.upstreamCpuPerCallUs)} | ${pct(run.generatorCoreShare)} |` +
     ` ${run.redisCommandsPerMiss?.toFixed(2) ?? '-'} | ${run.upstreamCallsPerMiss.toFixed(2)} | ${statuses(run.statuses)}; ${Object.entries(run.xCache).map(([state, n]) => `${state} ${count(n)}`).join(', ')} |`
+  const split = ({ beforeMs, afterMs }: BeforeAndAfter): string => `${ms(beforeMs)} / ${ms(afterMs)}`
+  const splitOver = ({ beforeMs, afterMs }: BeforeAndAfter): string => `${signedMs(beforeMs)} / ${signedMs(afterMs)}`
+  const around = ([label, run, store]: [string, MissRun, string]): string[] => {
+    const { aroundTheCall } = run
+    if (aroundTheCall === undefined) return []
+    const { targets } = aroundTheCall
+    return [`| ${label} | ${split(targets.service)} | ${split(targets.direct)} | ${split(targets.proxy)} | ${split(targets.redisProxy)} |` +
+      ` ${splitOver(aroundTheCall.overProxy)} | ${store === 'redis' ? splitOver(aroundTheCall.overRedisProxy) : '-'} |`]
+  }
   return [
     '',
     `## Cold misses (issue 33): ${miss.sequential.memory.misses} one at a time, then ${miss.concurrent.memory.misses} ${miss.concurrent.concurrency} at a time, upstream at ${ms(miss.latencyMs)}`,
@@ -45,7 +54,16 @@ export function missSection ({ miss }: BenchResults): string[] {
     '',
     '| run | CPU per miss: service / proxy / Redis proxy / upstream per call | load generator | Redis commands per miss | upstream calls per miss | the service\'s answers |',
     '|---|---|---|---|---|---|',
-    ...runs.map(costs)
+    ...runs.map(costs),
+    '',
+    'Where the time goes, one at a time: each miss split at its upstream call\'s arrival (the simulator\'s clock, which the' +
+      ` harness shares), before it / after it less the upstream's ${ms(miss.latencyMs)}; medians, and the service's over` +
+      ' each proxy taken miss by miss.',
+    '',
+    '| run | service before / after | direct before / after | bare proxy before / after | bare Redis proxy before / after |' +
+      ' service over the bare proxy, before / after | service over the bare Redis proxy, before / after |',
+    '|---|---|---|---|---|---|---|',
+    ...runs.flatMap(around)
   ]
 }
 

@@ -4,7 +4,7 @@ import { request, type Pool } from 'undici'
 import { cpuMeter } from './cpu-meter.ts'
 import { OwnRedis } from './own-redis.ts'
 import type { ProcessGroup, RunningChild } from './processes.ts'
-import { connectionsTo, countBy, simulatorCounts, timedGet, type Timed } from './requests.ts'
+import { callTimes, connectionsTo, countBy, monotonicMs, simulatorCounts, timedGet, type Timed } from './requests.ts'
 import { median, percentile } from './stats.ts'
 import { startBareProxy, startService, startSimulator, type Simulator } from './targets.ts'
 
@@ -46,6 +46,21 @@ export interface MissRun {
   upstreamCallsPerMiss: number
   /** Commands Redis executed per miss (INFO commandstats, on a redis-server of the phase's own); absent in-process. */
   redisCommandsPerMiss?: number
+  /** One at a time: where each target's time goes, before its upstream call arrives and after; absent for the concurrent run. */
+  aroundTheCall?: AroundTheCall
+}
+
+/** Medians, in ms: from the send to the upstream call's arrival (`before`), and from it to the answer, less the upstream's latency (`after`). */
+export interface BeforeAndAfter {
+  beforeMs: number
+  afterMs: number
+}
+
+export interface AroundTheCall {
+  targets: Record<Target, BeforeAndAfter>
+  /** The service's, miss by miss, over the bare proxy's and over the bare Redis proxy's. */
+  overProxy: BeforeAndAfter
+  overRedisProxy: BeforeAndAfter
 }
 
 export interface MissResult {
@@ -88,17 +103,19 @@ export async function missPhase (
         const commandsBefore = await commandCount(stats)
         const callsBefore = (await simulatorCounts(simulator.url)).dataCalls
         const cpu = cpuMeter({ service, proxy: bare, redisProxy: bareRedis, upstream: simulator })
-        const quartets = concurrency === 1
+        const { quartets, sentAt } = concurrency === 1
           ? await sequential(targets, authorization, `${runId}-${tag}`, count)
-          : await concurrent(targets, authorization, `${runId}-${tag}`, count, concurrency)
+          : { quartets: await concurrent(targets, authorization, `${runId}-${tag}`, count, concurrency), sentAt: undefined }
         const used = cpu()
         assertFloorsAnswered(quartets)
         // The direct call and both proxies' are data calls too: one each per miss.
         const calls = (await simulatorCounts(simulator.url)).dataCalls - callsBefore
         const upstreamCalls = calls - 3 * count
         const commands = await commandCount(stats) - commandsBefore - 1
+        const arrivals = sentAt === undefined ? undefined : await callTimes(simulator.url, callsBefore)
         return {
           ...summarize(quartets, concurrency === 1, upstreamCalls, service === shared ? commands : undefined),
+          ...(sentAt !== undefined && arrivals !== undefined && { aroundTheCall: aroundTheCall(quartets, sentAt, arrivals) }),
           cpuPerMissUs: used.service * 1000 / count,
           proxyCpuPerMissUs: used.proxy * 1000 / count,
           redisProxyCpuPerMissUs: used.redisProxy * 1000 / count,
@@ -129,6 +146,8 @@ export async function missPhase (
 type Target = 'service' | 'proxy' | 'redisProxy' | 'direct'
 /** One miss on each target. */
 type Quartet = Record<Target, Timed>
+/** When each of a quartet's misses was sent (monotonicMs), on the clock of the simulator's call times. */
+type SentAt = Record<Target, number>
 /**
  * The order of a quartet's misses, from one quartet to the next: a Williams square, so that each target goes first
  * once and follows each other target once (a rotation would have each follow the same one every time).
@@ -158,15 +177,57 @@ function getters (pools: Record<Target, Pool>, authorization: string, tag: strin
   }
 }
 
-async function sequential (pools: Record<Target, Pool>, authorization: string, tag: string, count: number): Promise<Quartet[]> {
+async function sequential (
+  pools: Record<Target, Pool>, authorization: string, tag: string, count: number
+): Promise<{ quartets: Quartet[], sentAt: SentAt[] }> {
   const get = getters(pools, authorization, tag)
   const quartets: Quartet[] = []
+  const sentAt: SentAt[] = []
   for (let index = 0; index < count; index++) {
     const quartet: Partial<Quartet> = {}
-    for (const target of ORDERS[index % ORDERS.length] as Target[]) quartet[target] = await get[target](index)
+    const sent: Partial<SentAt> = {}
+    for (const target of ORDERS[index % ORDERS.length] as Target[]) {
+      sent[target] = monotonicMs()
+      quartet[target] = await get[target](index)
+    }
     quartets.push(quartet as Quartet)
+    sentAt.push(sent as SentAt)
   }
-  return quartets
+  return { quartets, sentAt }
+}
+
+/**
+ * Each miss's time split at its upstream call's arrival (the simulator's call times, one per miss, in the order they
+ * were sent, on the same clock as `sentAt`): what a target spends before the call and after its answer.
+ */
+export function aroundTheCall (quartets: Quartet[], sentAt: SentAt[], arrivals: readonly number[]): AroundTheCall {
+  if (arrivals.length !== quartets.length * ORDERS.length) {
+    throw new Error(`${arrivals.length} upstream calls for ${quartets.length} quartets: not one per miss, no split around the call`)
+  }
+  const split = quartets.map((quartet, index) => {
+    const order = ORDERS[index % ORDERS.length] as Target[]
+    const sent = sentAt[index] as SentAt
+    const around = {} as Record<Target, BeforeAndAfter>
+    order.forEach((target, position) => {
+      const arrival = arrivals[index * order.length + position] as number
+      around[target] = { beforeMs: arrival - sent[target], afterMs: sent[target] + quartet[target].ms - arrival - LATENCY_MS }
+    })
+    return around
+  })
+  const medians = (of: (around: Record<Target, BeforeAndAfter>) => BeforeAndAfter): BeforeAndAfter =>
+    ({ beforeMs: median(split.map((around) => of(around).beforeMs)), afterMs: median(split.map((around) => of(around).afterMs)) })
+  const over = (floor: Target) => (around: Record<Target, BeforeAndAfter>): BeforeAndAfter =>
+    ({ beforeMs: around.service.beforeMs - around[floor].beforeMs, afterMs: around.service.afterMs - around[floor].afterMs })
+  return {
+    targets: {
+      service: medians((around) => around.service),
+      proxy: medians((around) => around.proxy),
+      redisProxy: medians((around) => around.redisProxy),
+      direct: medians((around) => around.direct)
+    },
+    overProxy: medians(over('proxy')),
+    overRedisProxy: medians(over('redisProxy'))
+  }
 }
 
 async function concurrent (pools: Record<Target, Pool>, authorization: string, tag: string, count: number, concurrency: number): Promise<Quartet[]> {

@@ -57,6 +57,21 @@ export async function simulatorCounts (simulatorUrl: string): Promise<SimulatorC
   return await response.body.json() as SimulatorCounts
 }
 
+/** The machine's monotonic clock, in ms: the same in every process here, the simulator's call times included. */
+export function monotonicMs (): number {
+  return Number(process.hrtime.bigint()) / 1e6
+}
+
+/**
+ * The arrival time of each data call the simulator counted, from the `from`th on, in order: ms on the machine's
+ * monotonic clock (`monotonicMs`), so a harness can set each call between its own send and receive.
+ */
+export async function callTimes (simulatorUrl: string, from: number): Promise<number[]> {
+  const response = await request(`${simulatorUrl}/__sim/call-times?from=${from}`, { headersTimeout: REQUEST_TIMEOUT_MS })
+  if (response.statusCode !== 200) throw new Error(`simulator call times answered ${response.statusCode}`)
+  return await response.body.json() as number[]
+}
+
 /** How many of each status / X-Cache value, e.g. `{ "200": 998, "0": 2 }`. */
 export function countBy (results: Timed[], key: (result: Timed) => string): Record<string, number> {
   const counts: Record<string, number> = {}

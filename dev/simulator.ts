@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { profileOf, timelineOf } from './profiles.ts'
 import { applyFault, readJson, sendJson, type Fault } from './simulator-answers.ts'
@@ -88,7 +87,10 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
   const tokenFaults: Fault[] = []
   let alwaysFault: Fault | undefined
   const stats = freshStats()
-  /** When each data call arrived (performance.now()), in order: GET /__sim/call-times?from=N answers those from the Nth on. */
+  /**
+   * When each data call arrived, in order: GET /__sim/call-times?from=N answers those from the Nth on. In ms on the machine's
+   * monotonic clock, the same in every process here, so a harness can set each call between its own send and receive.
+   */
   const callTimes: number[] = []
   let inFlight = 0
 
@@ -130,7 +132,7 @@ export async function startSimulator (input: SimulatorOptions = {}): Promise<Sim
     const route = matchRoute(pathname.slice(basePath.length))
     if (route === undefined) return sendJson(res, 404, { error: 'no such route' })
     stats.dataCalls++
-    callTimes.push(performance.now())
+    callTimes.push(Number(process.hrtime.bigint()) / 1e6)
     stats.lastPath = req.url
     stats.lastAuthorization = req.headers.authorization
     stats.lastTraceparent = req.headers.traceparent?.toString()
