@@ -46,16 +46,20 @@ export interface MissRun {
   upstreamCallsPerMiss: number
   /** Commands Redis executed per miss (INFO commandstats, on a redis-server of the phase's own); absent in-process. */
   redisCommandsPerMiss?: number
-  /** One at a time: where each target's time goes, before its upstream call arrives and after; absent for the concurrent run. */
+  /**
+   * One at a time: where each target's time goes, before its upstream call arrives and after; absent for the concurrent
+   * run, and when the calls were not one per miss, each within its miss (no split is then better than a wrong one).
+   */
   aroundTheCall?: AroundTheCall
 }
 
-/** Medians, in ms: from the send to the upstream call's arrival (`before`), and from it to the answer, less the upstream's latency (`after`). */
+/** In ms: from the send to the upstream call's arrival (`before`), and from it to the answer, less the upstream's latency (`after`). */
 export interface BeforeAndAfter {
   beforeMs: number
   afterMs: number
 }
 
+/** Medians over the run's misses. */
 export interface AroundTheCall {
   targets: Record<Target, BeforeAndAfter>
   /** The service's, miss by miss, over the bare proxy's and over the bare Redis proxy's. */
@@ -112,10 +116,10 @@ export async function missPhase (
         const calls = (await simulatorCounts(simulator.url)).dataCalls - callsBefore
         const upstreamCalls = calls - 3 * count
         const commands = await commandCount(stats) - commandsBefore - 1
-        const arrivals = sentAt === undefined ? undefined : await callTimes(simulator.url, callsBefore)
+        const split = sentAt === undefined ? undefined : aroundTheCall(quartets, sentAt, await callTimes(simulator.url, callsBefore))
         return {
           ...summarize(quartets, concurrency === 1, upstreamCalls, service === shared ? commands : undefined),
-          ...(sentAt !== undefined && arrivals !== undefined && { aroundTheCall: aroundTheCall(quartets, sentAt, arrivals) }),
+          ...(split !== undefined && { aroundTheCall: split }),
           cpuPerMissUs: used.service * 1000 / count,
           proxyCpuPerMissUs: used.proxy * 1000 / count,
           redisProxyCpuPerMissUs: used.redisProxy * 1000 / count,
@@ -152,7 +156,7 @@ type SentAt = Record<Target, number>
  * The order of a quartet's misses, from one quartet to the next: a Williams square, so that each target goes first
  * once and follows each other target once (a rotation would have each follow the same one every time).
  */
-const ORDERS: Target[][] = [
+export const ORDERS: Target[][] = [
   ['service', 'direct', 'redisProxy', 'proxy'],
   ['direct', 'proxy', 'service', 'redisProxy'],
   ['proxy', 'redisProxy', 'direct', 'service'],
@@ -198,22 +202,24 @@ async function sequential (
 
 /**
  * Each miss's time split at its upstream call's arrival (the simulator's call times, one per miss, in the order they
- * were sent, on the same clock as `sentAt`): what a target spends before the call and after its answer.
+ * were sent, on the same clock as `sentAt`): what a target spends before the call and after its answer. Undefined
+ * unless every call falls within its own miss: a miss answered without a call (an error) would shift the rest.
  */
-export function aroundTheCall (quartets: Quartet[], sentAt: SentAt[], arrivals: readonly number[]): AroundTheCall {
-  if (arrivals.length !== quartets.length * ORDERS.length) {
-    throw new Error(`${arrivals.length} upstream calls for ${quartets.length} quartets: not one per miss, no split around the call`)
-  }
-  const split = quartets.map((quartet, index) => {
+export function aroundTheCall (quartets: Quartet[], sentAt: SentAt[], arrivals: readonly number[]): AroundTheCall | undefined {
+  if (arrivals.length !== quartets.length * ORDERS.length) return undefined
+  const split: Array<Record<Target, BeforeAndAfter>> = []
+  for (const [index, quartet] of quartets.entries()) {
     const order = ORDERS[index % ORDERS.length] as Target[]
     const sent = sentAt[index] as SentAt
     const around = {} as Record<Target, BeforeAndAfter>
-    order.forEach((target, position) => {
+    for (const [position, target] of order.entries()) {
       const arrival = arrivals[index * order.length + position] as number
-      around[target] = { beforeMs: arrival - sent[target], afterMs: sent[target] + quartet[target].ms - arrival - LATENCY_MS }
-    })
-    return around
-  })
+      const answered = sent[target] + quartet[target].ms
+      if (arrival < sent[target] || arrival > answered) return undefined
+      around[target] = { beforeMs: arrival - sent[target], afterMs: answered - arrival - LATENCY_MS }
+    }
+    split.push(around)
+  }
   const medians = (of: (around: Record<Target, BeforeAndAfter>) => BeforeAndAfter): BeforeAndAfter =>
     ({ beforeMs: median(split.map((around) => of(around).beforeMs)), afterMs: median(split.map((around) => of(around).afterMs)) })
   const over = (floor: Target) => (around: Record<Target, BeforeAndAfter>): BeforeAndAfter =>
