@@ -1,5 +1,6 @@
 import { count, ms, pct, signedMs, statuses, us } from './format.ts'
-import type { BeforeAndAfter, MissRun } from './miss.ts'
+import type { MissRun } from './miss.ts'
+import type { BeforeAndAfter } from './quartets.ts'
 import type { BenchResults } from './results.ts'
 
 /** Issue 33's goals for the sequential run's overhead p50 (its p99 within twice that): the 2-core AMD machines', and the slower Intel ones'. */

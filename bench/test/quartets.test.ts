@@ -1,12 +1,12 @@
 import t from 'tap'
-import { aroundTheCall, ORDERS } from '../miss.ts'
+import { aroundTheCall, ORDERS } from '../quartets.ts'
 import type { Timed } from '../requests.ts'
+import type { Quartet, SentAt, Target } from '../quartets.ts'
 
 // The split of a miss at its upstream call: arrivals come in the order the misses were sent, which changes from one
 // quartet to the next (the Williams square), so a split that read them in a fixed order would swap the targets' times.
 
-type Target = 'service' | 'direct' | 'proxy' | 'redisProxy'
-type Args = Parameters<typeof aroundTheCall>
+type Args = [Quartet[], SentAt[], number[]]
 
 /** Each target's before and after, in ms, at the middle of the spread that `quartets` puts around them. */
 const COSTS: Record<Target, [number, number]> = { service: [1.5, 2.5], direct: [0.2, 0.5], proxy: [0.7, 1], redisProxy: [1, 1.4] }
@@ -18,8 +18,8 @@ const LATENCY_MS = 20
  * both, so the medians are the costs above and the means and extremes are not.
  */
 function quartets (): Args {
-  const misses: Args[0] = []
-  const sentAt: Args[1] = []
+  const misses: Quartet[] = []
+  const sentAt: SentAt[] = []
   const arrivals: number[] = []
   let clock = 1_000
   for (let index = 0; index < 7; index++) {
@@ -43,7 +43,7 @@ const rounded = (value: { beforeMs: number, afterMs: number } | undefined): numb
   value === undefined ? [] : [value.beforeMs, value.afterMs].map((ms) => Math.round(ms * 1000) / 1000)
 
 t.test('each miss is split at its own call, whatever the order the quartet was sent in', async (t) => {
-  const split = aroundTheCall(...quartets())
+  const split = aroundTheCall(...quartets(), LATENCY_MS)
   for (const target of ['service', 'direct', 'proxy', 'redisProxy'] as const) t.same(rounded(split?.targets[target]), COSTS[target], target)
   t.same(rounded(split?.overProxy), [0.8, 1.5])
   t.same(rounded(split?.overRedisProxy), [0.5, 1.1])
@@ -51,8 +51,8 @@ t.test('each miss is split at its own call, whatever the order the quartet was s
 
 t.test('no split when the calls are not one per miss, each within it', async (t) => {
   const [misses, sentAt, arrivals] = quartets()
-  t.equal(aroundTheCall(misses, sentAt, arrivals.slice(1)), undefined, 'one call missing')
+  t.equal(aroundTheCall(misses, sentAt, arrivals.slice(1), LATENCY_MS), undefined, 'one call missing')
   // As many calls as misses, but one miss answered without a call and another miss with two: the count hides it.
   const shifted = [...arrivals.slice(0, 5), arrivals[5] as number, ...arrivals.slice(5, -1)]
-  t.equal(aroundTheCall(misses, sentAt, shifted), undefined, 'a call outside its miss')
+  t.equal(aroundTheCall(misses, sentAt, shifted, LATENCY_MS), undefined, 'a call outside its miss')
 })
