@@ -1,12 +1,12 @@
 import type { RedisCommands } from '../redis/commands.ts'
-import type { RedisHealth } from '../redis/health.ts'
+import { mayHaveRun, type RedisHealth } from '../redis/health.ts'
 import { clientLru } from './policy.ts'
 import type { RateCount, RateCounts } from './rate-counts.ts'
 
 export interface SharedRateCountsOptions {
-  redis: Pick<RedisCommands, 'incrby' | 'pexpire'>
+  redis: Pick<RedisCommands, 'eval'>
   health: Pick<RedisHealth, 'up' | 'run'>
-  /** Prepended to every counter's key: `<prefix><client>:<window>`. */
+  /** The window's hash is `<prefix><window>`, a field per client. */
   keyPrefix: string
   windowMs: number
   /** How often the counts taken here are added to Redis, and the deployment's read back. */
@@ -15,31 +15,46 @@ export interface SharedRateCountsOptions {
   onError: (error: unknown) => void
 }
 
+/**
+ * Adds each client's count (ARGV: client, count, client, count, ..., then the ms to keep the window) to the window's
+ * hash, and answers the deployment-wide counts in the same order: one command for the clients of a sync. One key, so
+ * one slot: a Cluster runs it too.
+ */
+export const ADD_COUNTS = `local counts = {}
+for i = 1, #ARGV - 1, 2 do counts[#counts + 1] = redis.call('hincrby', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('pexpire', KEYS[1], ARGV[#ARGV])
+return counts`
+
 interface Client {
-  /** The deployment's count as Redis last answered it (until its first answer, this instance's first count). */
+  /** The deployment's count as Redis last answered it (until its first answer, this instance's idea of it). */
   shared: number
+  /** Sent to Redis, not yet answered. */
+  sending: number
   /** Counted here since. */
   pending: number
-  /** The client's first count on its way to Redis: a sync waits for it. */
-  reading?: Promise<void>
 }
 
-/** A counter outlives its window by this much, so an instance whose clock is a little behind still finds it. */
+/** A client's count on its way to Redis. */
+interface Sent { client: string, counted: Client, count: number }
+
+/** A window's hash outlives it by this much, so an instance whose clock is a little behind still finds it. */
 const EXPIRY_SLACK_MS = 5_000
+/** Clients per command: a script holds Redis for its whole run, so a crowd is sent in parts. */
+const CLIENTS_PER_COMMAND = 500
 
 /**
- * Per-client counts every instance shares through Redis without a Redis command per request. Windows
- * are fixed and aligned to the clock, so every instance counts into the same key. No request waits for
- * Redis: a client's first request here is counted here and sent to Redis at once in the background (INCRBY,
- * which answers the deployment-wide count: a burst from one address costs one command, not one per
- * request); while it keeps asking, its requests are counted here and added to Redis every
- * `syncIntervalMs` (one INCRBY per client), which answers the deployment-wide count again; a client
- * idle for a sync leaves the syncs, its last known count kept for the window (its next request here starts from
- * it, else pacing requests a sync apart would never be refused). So each instance may let a client through, beyond its budget, at most
- * what it sent the other instances during about one sync interval (100 ms, plus a round trip), and what
- * its first request's round trip leaves unseen.
- * While Redis is down the counts are this instance's alone (the budget applies per instance, never
- * waiting on Redis), and they are added to Redis with the first sync after it is back.
+ * Per-client counts every instance shares through Redis without a Redis command per request, nor one per client.
+ * Windows are fixed and aligned to the clock, and each is one hash in Redis, so every instance counts into the same
+ * one. No request waits for Redis: requests are counted here, and every `syncIntervalMs` the counts of every client
+ * seen since are added to Redis in one command, which answers their deployment-wide counts (a herd of new clients
+ * costs one command, where a command or two each cost it more than its requests did); a client idle for a sync leaves
+ * the syncs, its last known count kept for the window (its next request here starts from it, else pacing requests a
+ * sync apart would never be refused). So an instance knows a client's deployment-wide count at most a sync interval
+ * (100 ms) and a round trip late, from its first request here or its first after a pause, and may let it through,
+ * beyond its budget, what it sends in that time. While Redis is down the counts are this instance's alone (the budget
+ * applies per instance, never waiting on Redis), and they are added to Redis with the first sync after it is back; a
+ * sync that fails before reaching Redis keeps its counts for the next one, and one that may have reached it (a
+ * timeout) does not: a count doubled would refuse a client early, one lost lets it through a little more.
  */
 export class SharedRateCounts implements RateCounts {
   readonly #redis: SharedRateCountsOptions['redis']
@@ -67,36 +82,17 @@ export class SharedRateCounts implements RateCounts {
 
   add (client: string, times: number, answer: (count: RateCount | undefined) => void): void {
     const now = this.#now()
-    const window = Math.floor(now / this.#windowMs)
+    const window = this.#enter(now)
     const ttl = (window + 1) * this.#windowMs - now
-    if (window !== this.#window) {
-      // Counts not yet synced belong to a window that is over: nothing will read them.
-      this.#clients = new Map()
-      this.#idle.clear()
-      this.#window = window
-    }
     const known = this.#clients.get(client)
     if (known !== undefined) {
       known.pending += times
-      return answer({ current: known.shared + known.pending, ttl })
+      return answer({ current: known.shared + known.sending + known.pending, ttl })
     }
     const before = this.#idle.get(client) ?? 0
     this.#idle.delete(client)
-    if (!this.#health.up) {
-      this.#clients.set(client, { shared: before, pending: times })
-      return answer({ current: before + times, ttl })
-    }
-    const counted: Client = { shared: before + times, pending: 0 }
-    this.#clients.set(client, counted)
+    this.#clients.set(client, { shared: before, sending: 0, pending: times })
     answer({ current: before + times, ttl })
-    counted.reading = this.#add(client, times).then((current) => {
-      counted.shared = current
-    }, (error: unknown) => {
-      // Not counted again: a command that timed out may still have reached Redis.
-      this.#onError(error)
-    }).finally(() => {
-      delete counted.reading
-    })
   }
 
   /**
@@ -105,26 +101,20 @@ export class SharedRateCounts implements RateCounts {
    */
   async sync (): Promise<void> {
     if (!this.#health.up) return
-    const clients = this.#clients
-    // A client whose first count is still on its way syncs after it.
-    for (const [client, counted] of clients) {
-      if (counted.pending > 0 || counted.reading !== undefined) continue
-      clients.delete(client)
-      this.#idle.set(client, counted.shared)
-    }
-    await Promise.all([...clients].map(async ([client, counted]) => {
-      await counted.reading
-      const sent = counted.pending
-      if (sent === 0) return
-      counted.pending = 0
-      try {
-        counted.shared = await this.#add(client, sent)
-      } catch (error) {
-        // Sent again with the next sync (if the window is still on): this instance's own counts are not lost.
-        counted.pending += sent
-        this.#onError(error)
+    this.#enter(this.#now())
+    const due: Sent[] = []
+    for (const [client, counted] of this.#clients) {
+      if (counted.pending > 0) due.push({ client, counted, count: counted.pending })
+      else if (counted.sending === 0) {
+        this.#clients.delete(client)
+        this.#idle.set(client, counted.shared)
       }
-    }))
+    }
+    const sends = []
+    for (let start = 0; start < due.length; start += CLIENTS_PER_COMMAND) {
+      sends.push(this.#send(due.slice(start, start + CLIENTS_PER_COMMAND)))
+    }
+    await Promise.all(sends)
   }
 
   /** Stops syncing, after adding what was counted here. */
@@ -133,14 +123,44 @@ export class SharedRateCounts implements RateCounts {
     await this.sync()
   }
 
-  async #add (client: string, count: number): Promise<number> {
-    const key = `${this.#keyPrefix}${client}:${this.#window}`
-    const windowLeftMs = (this.#window + 1) * this.#windowMs - this.#now()
-    // Both written before either reply is awaited: one round trip. Relative, so Redis's clock does not matter.
-    const [current] = await this.#health.run(async () => await Promise.all([
-      this.#redis.incrby(key, count),
-      this.#redis.pexpire(key, windowLeftMs + EXPIRY_SLACK_MS)
-    ]))
-    return current
+  /** The window `now` is in; entering a new one forgets the last (a client of an ended window touched later is no longer held). */
+  #enter (now: number): number {
+    const window = Math.floor(now / this.#windowMs)
+    if (window !== this.#window) {
+      // Counts not yet synced belong to a window that is over: nothing will read them.
+      this.#clients = new Map()
+      this.#idle.clear()
+      this.#window = window
+    }
+    return window
+  }
+
+  /** One command: the clients' counts not yet sent added to the window's hash, and their deployment-wide counts read back. */
+  async #send (clients: Sent[]): Promise<void> {
+    for (const { counted, count } of clients) {
+      counted.sending += count
+      counted.pending -= count
+    }
+    // Relative expiry, so Redis's clock does not matter.
+    const keepMs = Math.ceil((this.#window + 1) * this.#windowMs - this.#now() + EXPIRY_SLACK_MS)
+    const key = `${this.#keyPrefix}${this.#window}`
+    try {
+      const counts = await this.#health.run(async () =>
+        await this.#redis.eval(ADD_COUNTS, 1, key, ...clients.flatMap(({ client, count }) => [client, count]), keepMs)) as number[]
+      clients.forEach(({ counted, count }, index) => {
+        counted.sending -= count
+        // Counts only grow within a window: an older answer read late never takes one back.
+        counted.shared = Math.max(counted.shared, Number(counts[index]))
+      })
+    } catch (error) {
+      // Sent again with the next sync; unless Redis may have added it already, then counted as added.
+      const added = mayHaveRun(error)
+      for (const { counted, count } of clients) {
+        counted.sending -= count
+        if (added) counted.shared += count
+        else counted.pending += count
+      }
+      this.#onError(error)
+    }
   }
 }

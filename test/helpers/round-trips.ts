@@ -17,11 +17,13 @@ export interface RoundTrips {
  * `REPLY_DELAY_MS` (a slower Redis), and each command is placed one after the latest reply delivered before it was
  * sent. A command the request does not wait for (a count synced in the background) is sent beside the others and
  * adds no place; the answer waited for as many as the replies delivered before it. The health probe's TIME is left
- * alone; a background command sent during the request (a client's counts synced) would add a place it did not wait for,
- * so `remoteAddress` names a client with nothing to sync, or `background` names the commands whose replies place nothing
- * (the other clients' syncs of an app that served many).
+ * alone; a background command sent during the request (the clients' counts synced) would add a place it did not wait for,
+ * so `remoteAddress` names a client with nothing to sync, or `background` tells the commands whose replies place nothing
+ * (the syncs of an app that served many clients).
  */
-export async function roundTripsOf (app: FastifyInstance, url: string, remoteAddress = '127.0.0.1', background: readonly string[] = []): Promise<RoundTrips & { statusCode: number, cache: string }> {
+export async function roundTripsOf (
+  app: FastifyInstance, url: string, remoteAddress = '127.0.0.1', background: (command: Command) => boolean = () => false
+): Promise<RoundTrips & { statusCode: number, cache: string }> {
   const client = app.redisLayer?.client
   if (client === undefined) throw new Error('the app has no Redis')
   let delivered = 0
@@ -32,7 +34,7 @@ export async function roundTripsOf (app: FastifyInstance, url: string, remoteAdd
       const place = delivered + 1
       commands.push(`${place}:${command.name}`)
       const { resolve, reject } = command
-      const places = !background.includes(command.name)
+      const places = !background(command)
       const later = (settle: () => void): void => {
         setTimeout(() => {
           if (places) delivered = Math.max(delivered, place)

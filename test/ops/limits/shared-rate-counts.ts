@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap'
+import { CACHE_UNAVAILABLE } from '../../../src/errors.ts'
 import type { RateCount } from '../../../src/rate-limit/rate-counts.ts'
-import { SharedRateCounts, type SharedRateCountsOptions } from '../../../src/rate-limit/shared-rate-counts.ts'
+import { ADD_COUNTS, SharedRateCounts, type SharedRateCountsOptions } from '../../../src/rate-limit/shared-rate-counts.ts'
 import { fakeHealth, testRedis } from '../../helper.ts'
 
 type CountsRedis = SharedRateCountsOptions['redis']
@@ -8,6 +9,7 @@ type CountsRedis = SharedRateCountsOptions['redis']
 const MINUTE = 60_000
 /** 15 s into a minute: 45 s left in the window. */
 const START = 1_000 * MINUTE + 15_000
+const WINDOW = Math.floor(START / MINUTE)
 
 /** Counts synced only when the test says so (an hour between timer syncs), on a clock the test moves. */
 function counts (t: Test, redis: CountsRedis, keyPrefix: string, clock = { now: START }, health = fakeHealth()) {
@@ -25,20 +27,24 @@ async function connected (t: Test) {
   return fixture
 }
 
-t.test('two instances count into one budget: nobody waits for Redis; a first request is sent at once, later ones synced', async (t) => {
+t.test('two instances count into one budget: nobody waits for Redis; each sync adds its counts and reads the deployment\'s back', async (t) => {
   const { redis, prefix } = await connected(t)
   const a = counts(t, redis, prefix)
   const b = counts(t, redis, prefix)
   t.same(await a.incr('10.0.0.1'), { current: 1, ttl: 45_000 }, 'counted here at once; the ms left in the aligned window')
   t.equal((await a.incr('10.0.0.1'))?.current, 2)
   t.equal((await a.incr('10.0.0.1'))?.current, 3, 'counted here, not yet in Redis')
-  t.equal((await b.incr('10.0.0.1'))?.current, 1, 'b\'s first request is counted here: Redis answers it in the background')
-  await b.store.sync()
-  t.equal((await b.incr('10.0.0.1'))?.current, 3, 'then b knows a\'s first request too')
+  t.equal(await redis.exists(`${prefix}${WINDOW}`), 0, 'nothing sent before a sync')
+  t.equal((await b.incr('10.0.0.1'))?.current, 1, 'b counts its first request here')
   await a.store.sync()
-  t.equal((await a.incr('10.0.0.1'))?.current, 5, 'a\'s sync added its two and read b\'s first back')
+  await b.store.sync()
+  t.equal((await b.incr('10.0.0.1'))?.current, 5, 'b\'s sync added its one and read a\'s three back')
+  t.equal((await a.incr('10.0.0.1'))?.current, 4, 'a has not synced since')
+  await b.store.sync()
+  await a.store.sync()
+  t.equal((await a.incr('10.0.0.1'))?.current, 7, 'a\'s sync read b\'s second request back')
   await Promise.all([a.store.sync(), b.store.sync()])
-  t.equal(Number(await redis.get(`${prefix}10.0.0.1:${Math.floor(START / MINUTE)}`)), 6, 'every request counted once in Redis')
+  t.same(await redis.hgetall(`${prefix}${WINDOW}`), { '10.0.0.1': '7' }, 'one hash per window, every request counted once')
   t.equal((await a.incr('10.0.0.2'))?.current, 1, 'another client has its own count')
 })
 
@@ -47,25 +53,48 @@ t.test('a new window starts every count again; Redis expires the old one', async
   const a = counts(t, redis, prefix)
   await a.incr('10.0.0.1')
   await a.incr('10.0.0.1')
+  await a.store.sync()
   a.clock.now = START + 45_000
   t.same(await a.incr('10.0.0.1'), { current: 1, ttl: MINUTE })
-  const expiresIn = await redis.pttl(`${prefix}10.0.0.1:${Math.floor(START / MINUTE)}`)
-  t.ok(expiresIn > 40_000 && expiresIn <= 50_000, `the end of its window, with 5 s of slack for skewed clocks: ${expiresIn} ms`)
+  const expiresIn = await redis.pttl(`${prefix}${WINDOW}`)
+  t.ok(expiresIn > 45_000 && expiresIn <= 50_000, `the end of its window, with 5 s of slack for skewed clocks: ${expiresIn} ms`)
 })
 
-/** A Redis whose connection and commands the test controls. */
+/** How a command fails, as the Redis layer reports it: never sent (Redis down), or sent and not answered (it may have run). */
+const NOT_SENT = new CACHE_UNAVAILABLE('redis is down')
+const TIMED_OUT = new CACHE_UNAVAILABLE('a redis command failed', { cause: new Error('Command timed out') })
+
+/**
+ * A Redis whose commands the test controls: it runs ADD_COUNTS and counts the commands; `failing` fails them (after
+ * running, for a timeout); `holding` holds each reply until `release()`.
+ */
 function fakeRedis () {
   const values = new Map<string, number>()
+  const held: Array<() => void> = []
   const redis = {
-    failing: false,
-    incrby: async (key: string, count: number) => {
-      if (redis.failing) throw new Error('Command timed out')
-      values.set(key, (values.get(key) ?? 0) + count)
-      return values.get(key) ?? 0
-    },
-    pexpire: async () => redis.failing ? await Promise.reject(new Error('Command timed out')) : 1
+    failing: undefined as Error | undefined,
+    holding: false,
+    commands: 0,
+    eval: async (script: string, _keys: number, key: string, ...args: Array<string | number>) => {
+      redis.commands++
+      if (script !== ADD_COUNTS) throw new Error('not the counts\' script')
+      if (redis.failing === NOT_SENT) throw redis.failing
+      const counts: number[] = []
+      for (let i = 0; i + 1 < args.length; i += 2) {
+        const field = `${key} ${String(args[i])}`
+        values.set(field, (values.get(field) ?? 0) + Number(args[i + 1]))
+        counts.push(values.get(field) ?? 0)
+      }
+      if (redis.failing !== undefined) throw redis.failing
+      if (redis.holding) await new Promise<void>((resolve) => held.push(resolve))
+      return counts
+    }
   }
-  return { redis, total: () => [...values.values()].reduce((sum, value) => sum + value, 0) }
+  const release = async (): Promise<void> => {
+    for (const answer of held.splice(0)) answer()
+    await new Promise(setImmediate)
+  }
+  return { redis, release, total: () => [...values.values()].reduce((sum, value) => sum + value, 0) }
 }
 
 t.test('while Redis is down, each instance counts alone without sending anything; Redis gets the counts back', async (t) => {
@@ -73,49 +102,79 @@ t.test('while Redis is down, each instance counts alone without sending anything
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
   t.equal((await a.incr('10.0.0.1'))?.current, 1)
   a.health.up = false
-  redis.failing = true
+  redis.failing = NOT_SENT
   t.equal((await a.incr('10.0.0.1'))?.current, 2, 'a known client goes on from its count')
   t.equal((await a.incr('10.0.0.2'))?.current, 1, 'a new client is counted here')
   t.equal((await a.incr('10.0.0.2'))?.current, 2)
   await a.store.sync()
   t.same(a.errors, [], 'no command was tried')
+  t.equal(redis.commands, 0)
   a.health.up = true
-  redis.failing = false
+  redis.failing = undefined
   await a.store.sync()
   t.equal(total(), 4, 'every request counted once in Redis after it is back')
 })
 
-t.test('a failed first count is let through and not sent again; a failed sync keeps its counts for the next one', async (t) => {
+t.test('a sync that never reached Redis keeps its counts for the next one; one that timed out is not sent again', async (t) => {
   const { redis, total } = fakeRedis()
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
-  redis.failing = true
+  redis.failing = NOT_SENT
   t.equal((await a.incr('10.0.0.1'))?.current, 1, 'counted here: nobody waits for Redis')
   await a.store.sync()
   t.equal(a.errors.length, 1, 'reported')
-  redis.failing = false
-  t.equal((await a.incr('10.0.0.1'))?.current, 2, 'counted on here')
-  await a.incr('10.0.0.1')
-  redis.failing = true
+  t.equal(total(), 0, 'not added')
+  t.equal((await a.incr('10.0.0.1'))?.current, 2, 'still counted here')
+  redis.failing = TIMED_OUT
   await a.store.sync()
   t.equal(a.errors.length, 2, 'reported')
-  t.equal(total(), 0, 'not added')
-  t.equal((await a.incr('10.0.0.1'))?.current, 4, 'still counted here')
-  redis.failing = false
+  t.equal(total(), 2, 'Redis added it before the reply was lost')
+  redis.failing = undefined
+  t.equal((await a.incr('10.0.0.1'))?.current, 3, 'counted on here')
   await a.store.close()
-  t.equal(total(), 3, 'added with the next sync (closing syncs), but not the first: a command that timed out may have reached Redis')
+  t.equal(total(), 3, 'the next sync (closing syncs) adds only what came since: nothing counted twice')
 })
 
-t.test('a burst from a new client costs one Redis read, and each request gets its own place in the count', async (t) => {
+t.test('a count on its way to Redis is part of the client\'s count, and keeps the client in the syncs', async (t) => {
+  const { redis, release, total } = fakeRedis()
+  const a = counts(t, redis as unknown as CountsRedis, 'p:')
+  redis.holding = true
+  await a.incr('10.0.0.1')
+  await a.incr('10.0.0.1')
+  const first = a.store.sync()
+  t.equal((await a.incr('10.0.0.1'))?.current, 3, 'the two in flight, and this one')
+  const second = a.store.sync()
+  const third = a.store.sync()
+  t.equal(redis.commands, 2, 'the third sync had nothing new to send, and kept the client though nothing was pending')
+  redis.holding = false
+  await release()
+  await Promise.all([first, second, third])
+  t.equal(total(), 3)
+  t.equal((await a.incr('10.0.0.1'))?.current, 4, 'counted on from the deployment\'s three, not from a count forgotten')
+})
+
+t.test('a burst from a new client costs nothing until the sync, and each request gets its own place in the count', async (t) => {
   const { redis, total } = fakeRedis()
-  let reads = 0
-  const counting = { ...redis, incrby: async (key: string, count: number) => { reads++; return await redis.incrby(key, count) } }
-  const a = counts(t, counting as unknown as CountsRedis, 'p:')
+  const a = counts(t, redis as unknown as CountsRedis, 'p:')
   const burst = await Promise.all(Array.from({ length: 50 }, async () => await a.incr('10.0.0.9')))
-  t.equal(reads, 1, 'one read for fifty requests')
   t.same(burst.map((count) => count?.current), Array.from({ length: 50 }, (_, i) => i + 1))
-  t.equal(total(), 1, 'the first one in Redis')
+  t.equal(redis.commands, 0, 'no command for the burst')
   await a.store.sync()
-  t.equal(total(), 50, 'the others with the next sync')
+  t.equal(redis.commands, 1)
+  t.equal(total(), 50, 'all fifty with the sync')
+})
+
+t.test('a crowd of new clients costs one command per 500 clients a sync, not one per client', async (t) => {
+  const { redis, total } = fakeRedis()
+  const a = counts(t, redis as unknown as CountsRedis, 'p:')
+  const clients = Array.from({ length: 1_200 }, (_, i) => `10.1.${i >> 8}.${i & 255}`)
+  for (const client of clients) await a.incr(client)
+  await a.store.sync()
+  t.equal(redis.commands, 3, '1,200 clients in three commands')
+  t.equal(total(), 1_200)
+  for (const client of clients) await a.incr(client)
+  await a.store.sync()
+  t.equal(redis.commands, 6, 'and again at the next sync')
+  t.equal((await a.incr(clients[1_199] as string))?.current, 3, 'each client\'s count read back')
 })
 
 t.test('a client idle for a sync starts again from its last known count: pacing requests a sync apart is still refused', async (t) => {
