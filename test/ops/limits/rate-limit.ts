@@ -1,5 +1,27 @@
+import type { FastifyInstance } from 'fastify'
+import type { Command } from 'ioredis'
 import t from 'tap'
+import { ADD_COUNTS } from '../../../src/rate-limit/shared-rate-counts.ts'
 import { anotherApp, Clock, eventually, freePort, rawRedis, REDIS_URL, stack } from '../../helper.ts'
+
+/** Settles once `app` has sent its next sync of the rate limit's counts and read the answer. */
+async function nextSync (app: FastifyInstance): Promise<void> {
+  const client = app.redisLayer?.client
+  if (client === undefined) throw new Error('the app has no Redis')
+  const original = client.sendCommand
+  const answered = new Promise<unknown>((resolve) => {
+    client.sendCommand = function (this: typeof client, command: Command, ...rest: unknown[]) {
+      if (command.name === 'eval' && command.args[0] === ADD_COUNTS) {
+        client.sendCommand = original
+        command.promise.then(resolve, resolve)
+      }
+      return (original as (...args: unknown[]) => unknown).call(this, command, ...rest)
+    } as typeof client.sendCommand
+  })
+  await answered
+  // The sync takes the answer in after this reply's own callbacks.
+  await new Promise(setImmediate)
+}
 
 t.test('past RATE_LIMIT_PER_MINUTE a client gets 429 RATE_LIMITED with Retry-After, and the upstream is not asked', async (t) => {
   const { app, sim } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3' } })
@@ -86,8 +108,10 @@ t.test('with Redis, instances share one budget per client: each sees the others\
   await eventually(async () => await counted() === 3, 'the first instance\'s counts synced')
   // The accepted slack: a client's first request on an instance is counted there, and Redis answers the deployment's
   // count with the next sync, so it is not refused for what the other instances counted.
+  const synced = nextSync(other)
   await other.inject('/profile/alice')
-  await eventually(async () => await counted() === 4, 'the second instance\'s count synced, and the deployment\'s read back')
+  await synced
+  t.equal(await counted(), 4, 'the second instance\'s count synced, and the deployment\'s read back')
   const refused = await other.inject('/profile/alice')
   t.equal(refused.statusCode, 429, 'the second instance saw the first one\'s count')
   t.equal(refused.json().code, 'RATE_LIMITED')
