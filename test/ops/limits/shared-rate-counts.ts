@@ -221,3 +221,24 @@ t.test('a sync after its window ended sends nothing: nobody reads those counts',
   t.equal(total(), 0)
   t.equal((await a.incr('10.0.0.1'))?.current, 1, 'the new window counts from nothing')
 })
+
+t.test('the shared budget holds within one sync interval\'s slack, whatever the instances, the limit and their clocks\' skew', async (t) => {
+  for (const instances of [1, 2, 3, 5]) {
+    for (const limit of [3, 60]) {
+      for (const skewMs of [0, 500, 2_000]) {
+        const { redis } = fakeRedis()
+        // Each instance's clock `skewMs` apart from the last, all within the window (15 s in, 45 s left).
+        const fleet = Array.from({ length: instances }, (_, index) => counts(t, redis as unknown as CountsRedis, 'p:', { now: START + index * skewMs }))
+        let admitted = 0
+        // Each sync interval, every instance gets one request from the client, then every instance syncs.
+        for (let interval = 0; interval < limit + instances; interval++) {
+          for (const instance of fleet) if (((await instance.incr('10.0.0.1'))?.current ?? 0) <= limit) admitted++
+          for (const instance of fleet) await instance.store.sync()
+        }
+        const label = `${instances} instance(s), limit ${limit}, clocks ${skewMs} ms apart`
+        t.ok(admitted >= limit, `${label}: the budget is granted (${admitted})`)
+        t.ok(admitted <= limit + instances - 1, `${label}: at most one interval's requests on the others beyond it (${admitted})`)
+      }
+    }
+  }
+})
