@@ -1,7 +1,7 @@
 import { LocalRateCounts } from '../src/rate-limit/rate-counts.ts'
 import { RATE_LIMIT_WINDOW_MS } from '../src/rate-limit/policy.ts'
 
-// Heap per client of the in-process rate counts (no REDIS_URL), which sizes STANDALONE_RATE_LIMIT_CLIENTS:
+// Heap per client of the in-process rate counts (no REDIS_URL), which sizes RATE_LIMIT_CLIENTS:
 //   node --expose-gc bench/rate-limit-memory.ts [clients]
 
 const gc = (globalThis as { gc?: () => void }).gc
@@ -13,12 +13,12 @@ function heapPerClient (address: (n: number) => string): number {
   const before = process.memoryUsage().heapUsed
   const counts = new LocalRateCounts({ windowMs: RATE_LIMIT_WINDOW_MS, maxClients: clients, now: Date.now })
   let counted = 0
-  for (let n = 0; n < clients; n++) counts.add(address(n), 1, (count) => { if (count?.current === 1) counted++ })
+  for (let n = 0; n < clients; n++) if (counts.add(address(n), 1).current === 1) counted++
   gc?.()
   const bytes = process.memoryUsage().heapUsed - before
   if (counted !== clients) throw new Error('the counts dropped clients')
   // Held until here, so the measurement above includes them.
-  counts.add(address(0), 1, () => {})
+  counts.add(address(0), 1)
   return Math.round(bytes / clients)
 }
 

@@ -1,16 +1,16 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
-import { RATE_LIMITED, withRetryAfter } from '../errors.ts'
+import { RATE_LIMITED, withRetryAfter, type RetryAfter } from '../errors.ts'
 import { clientAddress } from '../rate-limit/client-address.ts'
 import { LocalRateCounts, type RateCounts } from '../rate-limit/rate-counts.ts'
 import { prependOnRequest } from '../http/route-hooks.ts'
-import { RATE_LIMIT_WINDOW_MS, STANDALONE_RATE_LIMIT_CLIENTS } from '../rate-limit/policy.ts'
+import { RATE_LIMIT_CLIENTS, RATE_LIMIT_WINDOW_MS } from '../rate-limit/policy.ts'
 import { SharedRateCounts } from '../rate-limit/shared-rate-counts.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** Counts `times` more requests against the caller's budget (a batch counts once per username); RATE_LIMITED beyond it. */
-    chargeRateLimit: (request: FastifyRequest, reply: FastifyReply, times: number) => Promise<void>
+    /** Counts `times` more requests against the caller's budget (a batch counts once per username); throws RATE_LIMITED beyond it. */
+    chargeRateLimit: (request: FastifyRequest, reply: FastifyReply, times: number) => void
   }
 }
 
@@ -19,58 +19,55 @@ interface RateLimitOptions {
   now?: () => number
 }
 
-type Charged = (error?: Error) => void
-
 /**
  * RATE_LIMIT_PER_MINUTE requests per client address per minute (0: no limit). The address is
  * `request.ip`, which follows X-Forwarded-For only when TRUST_PROXY is set; IPv6 clients count per /64
  * (clientAddress). With REDIS_URL the counts are shared through Redis
  * (SharedRateCounts: synced every 100 ms rather than a Redis command per request), so every instance
- * draws on the same budget; while Redis is down each instance counts alone, and a count that fails lets
- * the request through: a Redis outage is never the caller's problem. The hook is a callback that
- * answers at once when the count is known here (nearly always): @fastify/rate-limit's own hook awaits
- * a promise and rebuilds the route's options on every request, a few µs of every cache hit.
+ * draws on the same budget; while Redis is down each instance counts alone: a Redis outage is never the
+ * caller's problem. The hook is a callback that answers at once, the count being known here:
+ * @fastify/rate-limit's own hook awaits a promise and rebuilds the route's options on every request, a
+ * few µs of every cache hit.
  */
 async function clientRateLimit (app: FastifyInstance, { now = Date.now }: RateLimitOptions): Promise<void> {
   const { config, redisLayer } = app
   const max = config.RATE_LIMIT_PER_MINUTE
   if (max === 0) {
-    app.decorate('chargeRateLimit', async () => {})
+    app.decorate('chargeRateLimit', () => {})
     return
   }
   const counts: RateCounts = redisLayer === undefined
-    ? new LocalRateCounts({ windowMs: RATE_LIMIT_WINDOW_MS, maxClients: STANDALONE_RATE_LIMIT_CLIENTS, now })
+    ? new LocalRateCounts({ windowMs: RATE_LIMIT_WINDOW_MS, maxClients: RATE_LIMIT_CLIENTS, now })
     : new SharedRateCounts({
       redis: redisLayer.client,
       health: redisLayer.health,
       keyPrefix: `${config.CACHE_KEY_PREFIX}ratelimit:`,
       windowMs: RATE_LIMIT_WINDOW_MS,
+      maxClients: RATE_LIMIT_CLIENTS,
       now,
       onError: (error) => app.log.debug({ err: error }, 'rate limit counts not synced')
     })
   // Before the Redis client quits (the redis plugin was registered first, so it closes last).
   app.addHook('onClose', async () => { await counts.close() })
 
-  const charge = (request: FastifyRequest, reply: FastifyReply, times: number, charged: Charged): void => {
-    counts.add(clientAddress(request.ip), times, (count) => {
-      if (count === undefined) return charged()
-      const reset = Math.ceil(count.ttl / 1000)
-      reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', Math.max(0, max - count.current)).header('x-ratelimit-reset', reset)
-      if (count.current <= max) return charged()
-      const retryAfter = Math.max(1, reset)
-      charged(withRetryAfter(new RATE_LIMITED(retryAfter), retryAfter))
-    })
+  /** Counts the request's `times` and sets the headers that tell the client; the refusal when past the budget. */
+  const charge = (request: FastifyRequest, reply: FastifyReply, times: number): (Error & RetryAfter) | undefined => {
+    const count = counts.add(clientAddress(request.ip), times)
+    const reset = Math.ceil(count.ttl / 1000)
+    reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', Math.max(0, max - count.current)).header('x-ratelimit-reset', reset)
+    if (count.current <= max) return undefined
+    const retryAfter = Math.max(1, reset)
+    return withRetryAfter(new RATE_LIMITED(retryAfter), retryAfter)
   }
-  const countRequest: onRequestHookHandler = (request, reply, done) => { charge(request, reply, 1, done) }
+  const countRequest: onRequestHookHandler = (request, reply, done) => { done(charge(request, reply, 1)) }
   // Decided once per route: operational routes get no hook at all.
   app.addHook('onRoute', (route) => {
     if (route.config?.operational !== true) prependOnRequest(route, countRequest)
   })
-  app.decorate('chargeRateLimit', async (request: FastifyRequest, reply: FastifyReply, times: number) => {
+  app.decorate('chargeRateLimit', (request: FastifyRequest, reply: FastifyReply, times: number) => {
     if (times <= 0) return
-    await new Promise<void>((resolve, reject) => {
-      charge(request, reply, times, (error) => { if (error === undefined) resolve(); else reject(error) })
-    })
+    const refused = charge(request, reply, times)
+    if (refused !== undefined) throw refused
   })
 }
 

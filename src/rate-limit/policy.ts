@@ -4,15 +4,15 @@ import { LRUCache } from 'lru-cache'
 export const RATE_LIMIT_WINDOW_MS = 60_000
 
 /**
- * Clients counted at once without Redis (least recently seen first out past it). A count costs ~140 bytes
+ * Clients one instance counts at once, with Redis or without it. A count costs ~140 bytes
  * (IPv4; ~230 for IPv6, `node --expose-gc bench/rate-limit-memory.ts`): 100,000 clients take 14-23 MiB.
  */
-export const STANDALONE_RATE_LIMIT_CLIENTS = 100_000
+export const RATE_LIMIT_CLIENTS = 100_000
 
 /**
  * A map of at most `maxClients` clients, least recently seen out first. Bounded by size, one per client, rather than by
  * lru-cache's `max`, which allocates every slot up front: 100,000 per app built was a quarter of an app's start-up CPU.
  */
-export function clientLru<V extends NonNullable<unknown>> (maxClients = STANDALONE_RATE_LIMIT_CLIENTS): LRUCache<string, V> {
+export function clientLru<V extends NonNullable<unknown>> (maxClients = RATE_LIMIT_CLIENTS): LRUCache<string, V> {
   return new LRUCache<string, V>({ maxSize: maxClients, sizeCalculation: () => 1 })
 }

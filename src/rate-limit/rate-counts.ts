@@ -4,13 +4,9 @@ import { clientLru } from './policy.ts'
 /** A client's count in its window, this request's included, and the ms left in that window. */
 export interface RateCount { current: number, ttl: number }
 
-/**
- * Where the per-client counts live. `add` answers synchronously whenever it can (a hit then takes no
- * promise); undefined when the count could not be taken, and the request is let through: a failing
- * count store is never the caller's problem.
- */
+/** Where the per-client counts live. `add` answers at once, from this process (a hit takes no promise for it). */
 export interface RateCounts {
-  add: (client: string, times: number, answer: (count: RateCount | undefined) => void) => void
+  add: (client: string, times: number) => RateCount
   close: () => Promise<void>
 }
 
@@ -35,7 +31,7 @@ export class LocalRateCounts implements RateCounts {
     this.#now = now
   }
 
-  add (client: string, times: number, answer: (count: RateCount | undefined) => void): void {
+  add (client: string, times: number): RateCount {
     const now = this.#now()
     let window = this.#windows.get(client)
     if (window === undefined || window.endsAt <= now) {
@@ -43,7 +39,7 @@ export class LocalRateCounts implements RateCounts {
       this.#windows.set(client, window)
     }
     window.count += times
-    answer({ current: window.count, ttl: window.endsAt - now })
+    return { current: window.count, ttl: window.endsAt - now }
   }
 
   async close (): Promise<void> {

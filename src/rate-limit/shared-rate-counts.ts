@@ -1,6 +1,7 @@
+import type { LRUCache } from 'lru-cache'
 import type { RedisCommands } from '../redis/commands.ts'
 import { mayHaveRun, type RedisHealth } from '../redis/health.ts'
-import { clientLru } from './policy.ts'
+import { clientLru, RATE_LIMIT_CLIENTS } from './policy.ts'
 import type { RateCount, RateCounts } from './rate-counts.ts'
 
 export interface SharedRateCountsOptions {
@@ -11,6 +12,8 @@ export interface SharedRateCountsOptions {
   windowMs: number
   /** How often the counts taken here are added to Redis, and the deployment's read back. */
   syncIntervalMs?: number
+  /** Clients in the syncs at once, and idle clients' counts kept (each bound alone; RATE_LIMIT_CLIENTS). */
+  maxClients?: number
   now?: () => number
   onError: (error: unknown) => void
 }
@@ -54,20 +57,23 @@ const CLIENTS_PER_COMMAND = 500
  * beyond its budget, what it sends in that time. While Redis is down the counts are this instance's alone (the budget
  * applies per instance, never waiting on Redis), and they are added to Redis with the first sync after it is back; a
  * sync that fails before reaching Redis keeps its counts for the next one, and one that may have reached it (a
- * timeout) does not: a count doubled would refuse a client early, one lost lets it through a little more.
+ * timeout) does not: a count doubled would refuse a client early, one lost lets it through a little more. While no sync
+ * takes clients out (Redis down), past `maxClients` the client first seen longest ago leaves them: its count is kept
+ * here as an idle one's, and what it had not sent never reaches the other instances.
  */
 export class SharedRateCounts implements RateCounts {
   readonly #redis: SharedRateCountsOptions['redis']
   readonly #health: SharedRateCountsOptions['health']
   readonly #keyPrefix: string
   readonly #windowMs: number
+  readonly #maxClients: number
   readonly #now: () => number
   readonly #onError: (error: unknown) => void
   readonly #timer: NodeJS.Timeout
   /** Clients counted here since the last sync, in the window that is `#window` windows of `windowMs` since the epoch. */
   #clients = new Map<string, Client>()
   /** The last deployment-wide count of clients idle since, in this window (bounded: least recently seen out first). */
-  readonly #idle = clientLru<number>()
+  readonly #idle: LRUCache<string, number>
   #window = 0
 
   constructor (options: SharedRateCountsOptions) {
@@ -75,24 +81,27 @@ export class SharedRateCounts implements RateCounts {
     this.#health = options.health
     this.#keyPrefix = options.keyPrefix
     this.#windowMs = options.windowMs
+    this.#maxClients = options.maxClients ?? RATE_LIMIT_CLIENTS
+    this.#idle = clientLru<number>(this.#maxClients)
     this.#now = options.now ?? Date.now
     this.#onError = options.onError
     this.#timer = setInterval(() => { this.sync().catch(this.#onError) }, options.syncIntervalMs ?? 100).unref()
   }
 
-  add (client: string, times: number, answer: (count: RateCount | undefined) => void): void {
+  add (client: string, times: number): RateCount {
     const now = this.#now()
     const window = this.#enter(now)
     const ttl = (window + 1) * this.#windowMs - now
     const known = this.#clients.get(client)
     if (known !== undefined) {
       known.pending += times
-      return answer({ current: known.shared + known.sending + known.pending, ttl })
+      return { current: known.shared + known.sending + known.pending, ttl }
     }
+    if (this.#clients.size >= this.#maxClients) this.#idleOldest()
     const before = this.#idle.get(client) ?? 0
     this.#idle.delete(client)
     this.#clients.set(client, { shared: before, sending: 0, pending: times })
-    answer({ current: before + times, ttl })
+    return { current: before + times, ttl }
   }
 
   /**
@@ -133,6 +142,14 @@ export class SharedRateCounts implements RateCounts {
       this.#window = window
     }
     return window
+  }
+
+  /** The client first seen longest ago (a Map keeps insertion order) leaves the syncs, its count kept as an idle one's. */
+  #idleOldest (): void {
+    const [client, counted] = this.#clients.entries().next().value ?? []
+    if (client === undefined || counted === undefined) return
+    this.#clients.delete(client)
+    this.#idle.set(client, counted.shared + counted.sending + counted.pending)
   }
 
   /** One command: the clients' counts not yet sent added to the window's hash, and their deployment-wide counts read back. */

@@ -54,7 +54,7 @@ const batchRoutes: FastifyPluginAsyncTypebox<BatchRoutesOptions> = async (app, {
     const usernames = [...new Set(request.query.username ?? [])]
     if (usernames.length < 1 || usernames.length > MAX_BATCH) throw new INVALID_BATCH(usernames.length)
     // The request itself was counted once already.
-    await app.chargeRateLimit(request, reply, usernames.length - 1)
+    app.chargeRateLimit(request, reply, usernames.length - 1)
     const wanted = request.query.fields === undefined ? undefined : new Set<string>(request.query.fields)
     const fields = wanted && PROFILE_FIELDS.filter((field) => wanted.has(field.toLowerCase()))
     const valid = usernames.filter((username) => usernameCheck.Check(username))

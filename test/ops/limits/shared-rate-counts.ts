@@ -16,7 +16,7 @@ function counts (t: Test, redis: CountsRedis, keyPrefix: string, clock = { now: 
   const errors: unknown[] = []
   const store = new SharedRateCounts({ redis, health, keyPrefix, windowMs: MINUTE, syncIntervalMs: 3_600_000, now: () => clock.now, onError: (error) => errors.push(error) })
   t.teardown(() => store.close())
-  const incr = async (client: string): Promise<RateCount | undefined> => await new Promise((resolve) => { store.add(client, 1, resolve) })
+  const incr = (client: string): RateCount => store.add(client, 1)
   return { store, incr, errors, clock, health }
 }
 
@@ -31,31 +31,31 @@ t.test('two instances count into one budget: nobody waits for Redis; each sync a
   const { redis, prefix } = await connected(t)
   const a = counts(t, redis, prefix)
   const b = counts(t, redis, prefix)
-  t.same(await a.incr('10.0.0.1'), { current: 1, ttl: 45_000 }, 'counted here at once; the ms left in the aligned window')
-  t.equal((await a.incr('10.0.0.1'))?.current, 2)
-  t.equal((await a.incr('10.0.0.1'))?.current, 3, 'counted here, not yet in Redis')
+  t.same(a.incr('10.0.0.1'), { current: 1, ttl: 45_000 }, 'counted here at once; the ms left in the aligned window')
+  t.equal(a.incr('10.0.0.1').current, 2)
+  t.equal(a.incr('10.0.0.1').current, 3, 'counted here, not yet in Redis')
   t.equal(await redis.exists(`${prefix}${WINDOW}`), 0, 'nothing sent before a sync')
-  t.equal((await b.incr('10.0.0.1'))?.current, 1, 'b counts its first request here')
+  t.equal(b.incr('10.0.0.1').current, 1, 'b counts its first request here')
   await a.store.sync()
   await b.store.sync()
-  t.equal((await b.incr('10.0.0.1'))?.current, 5, 'b\'s sync added its one and read a\'s three back')
-  t.equal((await a.incr('10.0.0.1'))?.current, 4, 'a has not synced since')
+  t.equal(b.incr('10.0.0.1').current, 5, 'b\'s sync added its one and read a\'s three back')
+  t.equal(a.incr('10.0.0.1').current, 4, 'a has not synced since')
   await b.store.sync()
   await a.store.sync()
-  t.equal((await a.incr('10.0.0.1'))?.current, 7, 'a\'s sync read b\'s second request back')
+  t.equal(a.incr('10.0.0.1').current, 7, 'a\'s sync read b\'s second request back')
   await Promise.all([a.store.sync(), b.store.sync()])
   t.same(await redis.hgetall(`${prefix}${WINDOW}`), { '10.0.0.1': '7' }, 'one hash per window, every request counted once')
-  t.equal((await a.incr('10.0.0.2'))?.current, 1, 'another client has its own count')
+  t.equal(a.incr('10.0.0.2').current, 1, 'another client has its own count')
 })
 
 t.test('a new window starts every count again; Redis expires the old one', async (t) => {
   const { redis, prefix } = await connected(t)
   const a = counts(t, redis, prefix)
-  await a.incr('10.0.0.1')
-  await a.incr('10.0.0.1')
+  a.incr('10.0.0.1')
+  a.incr('10.0.0.1')
   await a.store.sync()
   a.clock.now = START + 45_000
-  t.same(await a.incr('10.0.0.1'), { current: 1, ttl: MINUTE })
+  t.same(a.incr('10.0.0.1'), { current: 1, ttl: MINUTE })
   const expiresIn = await redis.pttl(`${prefix}${WINDOW}`)
   t.ok(expiresIn > 49_000 && expiresIn <= 50_000, `the end of its window, with 5 s of slack for skewed clocks: ${expiresIn} ms`)
 })
@@ -75,8 +75,11 @@ function fakeRedis () {
     failing: undefined as Error | undefined,
     holding: false,
     commands: 0,
+    /** Each command's ARGV (client, count, ..., then the ms to keep the window). */
+    sent: [] as Array<Array<string | number>>,
     eval: async (script: string, _keys: number, key: string, ...args: Array<string | number>) => {
       redis.commands++
+      redis.sent.push(args)
       if (script !== ADD_COUNTS) throw new Error('not the counts\' script')
       if (redis.failing === NOT_SENT) throw redis.failing
       const counts: number[] = []
@@ -104,12 +107,12 @@ function fakeRedis () {
 t.test('while Redis is down, each instance counts alone without sending anything; Redis gets the counts back', async (t) => {
   const { redis, total } = fakeRedis()
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
-  t.equal((await a.incr('10.0.0.1'))?.current, 1)
+  t.equal(a.incr('10.0.0.1').current, 1)
   a.health.up = false
   redis.failing = NOT_SENT
-  t.equal((await a.incr('10.0.0.1'))?.current, 2, 'a known client goes on from its count')
-  t.equal((await a.incr('10.0.0.2'))?.current, 1, 'a new client is counted here')
-  t.equal((await a.incr('10.0.0.2'))?.current, 2)
+  t.equal(a.incr('10.0.0.1').current, 2, 'a known client goes on from its count')
+  t.equal(a.incr('10.0.0.2').current, 1, 'a new client is counted here')
+  t.equal(a.incr('10.0.0.2').current, 2)
   await a.store.sync()
   t.same(a.errors, [], 'no command was tried')
   t.equal(redis.commands, 0)
@@ -119,21 +122,38 @@ t.test('while Redis is down, each instance counts alone without sending anything
   t.equal(total(), 4, 'every request counted once in Redis after it is back')
 })
 
+t.test('while Redis is down, the clients held for the next sync are bounded: past the bound the first seen leaves, its count kept here', async (t) => {
+  const { redis } = fakeRedis()
+  const health = fakeHealth()
+  health.up = false
+  const store = new SharedRateCounts({ redis: redis as unknown as CountsRedis, health, keyPrefix: 'p:', windowMs: MINUTE, syncIntervalMs: 3_600_000, maxClients: 3, now: () => START, onError: t.error })
+  t.teardown(() => store.close())
+  for (const client of ['a', 'a', 'b', 'c']) store.add(client, 1)
+  await store.sync()
+  store.add('d', 1)
+  health.up = true
+  await store.sync()
+  const clients = (redis.sent.at(-1) ?? []).slice(0, -1).filter((_, i) => i % 2 === 0)
+  t.same(clients.sort(), ['b', 'c', 'd'], 'the sync after Redis is back carries the three held clients, a left them for d')
+  t.equal(store.add('a', 1).current, 3, 'a\'s two requests were kept here as an idle client\'s')
+  t.equal(store.add('b', 1).current, 2)
+})
+
 t.test('a sync that never reached Redis keeps its counts for the next one; one that timed out is not sent again', async (t) => {
   const { redis, total } = fakeRedis()
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
   redis.failing = NOT_SENT
-  t.equal((await a.incr('10.0.0.1'))?.current, 1, 'counted here: nobody waits for Redis')
+  t.equal(a.incr('10.0.0.1').current, 1, 'counted here: nobody waits for Redis')
   await a.store.sync()
   t.equal(a.errors.length, 1, 'reported')
   t.equal(total(), 0, 'not added')
-  t.equal((await a.incr('10.0.0.1'))?.current, 2, 'still counted here')
+  t.equal(a.incr('10.0.0.1').current, 2, 'still counted here')
   redis.failing = TIMED_OUT
   await a.store.sync()
   t.equal(a.errors.length, 2, 'reported')
   t.equal(total(), 2, 'Redis added it before the reply was lost')
   redis.failing = undefined
-  t.equal((await a.incr('10.0.0.1'))?.current, 3, 'counted on here')
+  t.equal(a.incr('10.0.0.1').current, 3, 'counted on here')
   await a.store.close()
   t.equal(total(), 3, 'the next sync (closing syncs) adds only what came since: nothing counted twice')
 })
@@ -142,10 +162,10 @@ t.test('a count on its way to Redis is part of the client\'s count, and keeps th
   const { redis, release, total } = fakeRedis()
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
   redis.holding = true
-  await a.incr('10.0.0.1')
-  await a.incr('10.0.0.1')
+  a.incr('10.0.0.1')
+  a.incr('10.0.0.1')
   const first = a.store.sync()
-  t.equal((await a.incr('10.0.0.1'))?.current, 3, 'the two in flight, and this one')
+  t.equal(a.incr('10.0.0.1').current, 3, 'the two in flight, and this one')
   const second = a.store.sync()
   const third = a.store.sync()
   t.equal(redis.commands, 2, 'the third sync had nothing new to send, and kept the client though nothing was pending')
@@ -153,14 +173,14 @@ t.test('a count on its way to Redis is part of the client\'s count, and keeps th
   await release()
   await Promise.all([first, second, third])
   t.equal(total(), 3)
-  t.equal((await a.incr('10.0.0.1'))?.current, 4, 'counted on from the deployment\'s three, not from a count forgotten')
+  t.equal(a.incr('10.0.0.1').current, 4, 'counted on from the deployment\'s three, not from a count forgotten')
 })
 
 t.test('a burst from a new client costs nothing until the sync, and each request gets its own place in the count', async (t) => {
   const { redis, total } = fakeRedis()
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
-  const burst = await Promise.all(Array.from({ length: 50 }, async () => await a.incr('10.0.0.9')))
-  t.same(burst.map((count) => count?.current), Array.from({ length: 50 }, (_, i) => i + 1))
+  const burst = Array.from({ length: 50 }, () => a.incr('10.0.0.9').current)
+  t.same(burst, Array.from({ length: 50 }, (_, i) => i + 1))
   t.equal(redis.commands, 0, 'no command for the burst')
   await a.store.sync()
   t.equal(redis.commands, 1)
@@ -171,14 +191,14 @@ t.test('a crowd of new clients costs one command per 500 clients a sync, not one
   const { redis, total } = fakeRedis()
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
   const clients = Array.from({ length: 1_200 }, (_, i) => `10.1.${i >> 8}.${i & 255}`)
-  for (const client of clients) await a.incr(client)
+  for (const client of clients) a.incr(client)
   await a.store.sync()
   t.equal(redis.commands, 3, '1,200 clients in three commands')
   t.equal(total(), 1_200)
-  for (const client of clients) await a.incr(client)
+  for (const client of clients) a.incr(client)
   await a.store.sync()
   t.equal(redis.commands, 6, 'and again at the next sync')
-  t.equal((await a.incr(clients[1_199] as string))?.current, 3, 'each client\'s count read back')
+  t.equal(a.incr(clients[1_199] as string).current, 3, 'each client\'s count read back')
 })
 
 t.test('a client idle for a sync starts again from its last known count: pacing requests a sync apart is still refused', async (t) => {
@@ -186,7 +206,7 @@ t.test('a client idle for a sync starts again from its last known count: pacing 
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
   const currents = []
   for (let i = 0; i < 4; i++) {
-    currents.push((await a.incr('10.0.0.1'))?.current)
+    currents.push(a.incr('10.0.0.1').current)
     // Two syncs: the first sends its count, the second finds the client idle.
     await a.store.sync()
     await a.store.sync()
@@ -194,32 +214,32 @@ t.test('a client idle for a sync starts again from its last known count: pacing 
   t.same(currents, [1, 2, 3, 4], 'each request counted on from the one before')
   t.equal(total(), 4)
   a.clock.now = START + 45_000
-  t.equal((await a.incr('10.0.0.1'))?.current, 1, 'until the window ends')
+  t.equal(a.incr('10.0.0.1').current, 1, 'until the window ends')
 })
 
 t.test('an older answer read late never takes a count back', async (t) => {
   const { redis, release } = fakeRedis()
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
   redis.holding = true
-  await a.incr('10.0.0.1')
+  a.incr('10.0.0.1')
   const first = a.store.sync()
-  await a.incr('10.0.0.1')
+  a.incr('10.0.0.1')
   const second = a.store.sync()
   redis.holding = false
   await release(true)
   await Promise.all([first, second])
-  t.equal((await a.incr('10.0.0.1'))?.current, 3, 'the second answer (2) stands after the first (1)')
+  t.equal(a.incr('10.0.0.1').current, 3, 'the second answer (2) stands after the first (1)')
 })
 
 t.test('a sync after its window ended sends nothing: nobody reads those counts', async (t) => {
   const { redis, total } = fakeRedis()
   const a = counts(t, redis as unknown as CountsRedis, 'p:')
-  await a.incr('10.0.0.1')
+  a.incr('10.0.0.1')
   a.clock.now = START + 45_000
   await a.store.sync()
   t.equal(redis.commands, 0)
   t.equal(total(), 0)
-  t.equal((await a.incr('10.0.0.1'))?.current, 1, 'the new window counts from nothing')
+  t.equal(a.incr('10.0.0.1').current, 1, 'the new window counts from nothing')
 })
 
 t.test('the shared budget holds within one sync interval\'s slack, whatever the instances, the limit and their clocks\' skew', async (t) => {
@@ -232,7 +252,7 @@ t.test('the shared budget holds within one sync interval\'s slack, whatever the 
         let admitted = 0
         // Each sync interval, every instance gets one request from the client, then every instance syncs.
         for (let interval = 0; interval < limit + instances; interval++) {
-          for (const instance of fleet) if (((await instance.incr('10.0.0.1'))?.current ?? 0) <= limit) admitted++
+          for (const instance of fleet) if (instance.incr('10.0.0.1').current <= limit) admitted++
           for (const instance of fleet) await instance.store.sync()
         }
         const label = `${instances} instance(s), limit ${limit}, clocks ${skewMs} ms apart`
