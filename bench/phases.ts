@@ -24,9 +24,11 @@ const SHED_RETRY_PAUSE_MS = 1_000
  * Returns the rounds and the last herd's instances, still running.
  */
 export async function shelterRounds (
-  { rounds, requests, simulatorUrl, username, startPair, startFloorPair }: {
+  { rounds, requests, clients, simulatorUrl, username, startPair, startFloorPair }: {
     rounds: number
     requests: number
+    /** Addresses the requests come from (socketBurst). */
+    clients: number
     simulatorUrl: string
     username: string
     startPair: () => Promise<RunningChild[]>
@@ -40,7 +42,7 @@ export async function shelterRounds (
       instances = await startPair()
       let kept = false
       try {
-        const result = await shelter({ instances, simulatorUrl, requests, username: `${username}-${round}` })
+        const result = await shelter({ instances, simulatorUrl, requests, clients, username: `${username}-${round}` })
         // The last pair stays, for the hit path; the others go before the next burst.
         kept = round === rounds
         return result
@@ -51,7 +53,7 @@ export async function shelterRounds (
     const floor = async (): Promise<Pick<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> => {
       const bares = await startFloorPair()
       try {
-        return await shelterFloor(bares, requests)
+        return await shelterFloor(bares, requests, clients)
       } finally {
         await Promise.all(bares.map(async (bare) => await bare.stop()))
       }
@@ -73,14 +75,14 @@ export async function shelterRounds (
  * connection are warm and only the username is cold.
  */
 async function shelter (
-  { instances, simulatorUrl, requests, username }: { instances: RunningChild[], simulatorUrl: string, requests: number, username: string }
+  { instances, simulatorUrl, requests, clients, username }: { instances: RunningChild[], simulatorUrl: string, requests: number, clients: number, username: string }
 ): Promise<Omit<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> {
   for (const [index, instance] of instances.entries()) {
     const pool = connectionsTo(instance.url, 1)
     const warm = await timedGet(pool, `/profile/${username}-warm-up-${index}`).finally(async () => await pool.close())
     if (warm.status !== 200) throw new Error(`${instance.name} answered ${warm.status} ${warm.body.slice(0, 300)} to its warm-up request`)
   }
-  const results = await socketBurst(instances.map((instance) => instance.port), `/profile/${encodeURIComponent(username)}`, requests)
+  const results = await socketBurst(instances.map((instance) => instance.port), `/profile/${encodeURIComponent(username)}`, requests, clients)
   const counts = await simulatorCounts(simulatorUrl)
   const latencies = results.map((result) => result.ms)
   return {
@@ -96,8 +98,8 @@ async function shelter (
  * The same burst against bare Fastify instances (as many as the shelter had) holding each request for
  * the upstream latency: the floor.
  */
-async function shelterFloor (bares: RunningChild[], requests: number): Promise<Pick<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> {
-  const results = await socketBurst(bares.map((bare) => bare.port), '/slow/profile/anyone', requests)
+async function shelterFloor (bares: RunningChild[], requests: number, clients: number): Promise<Pick<ShelterRound, 'floorP50Ms' | 'floorP99Ms'>> {
+  const results = await socketBurst(bares.map((bare) => bare.port), '/slow/profile/anyone', requests, clients)
   const failed = results.filter((result) => result.status !== 200).length
   if (failed > 0) throw new Error(`bare Fastify failed ${failed} of the floor burst's requests`)
   const latencies = results.map((result) => result.ms)

@@ -107,7 +107,7 @@ function shelterSection ({ settings, shelter, zipf }: BenchResults): string[] {
     ...(shelter === undefined || herd === undefined
       ? []
       : [
-          `| concurrent requests for one cold username, over ${shelter.instances} instances sharing Redis, started for each of ${shelter.rounds.length} rounds | ${count(shelter.requests)} |`,
+          `| concurrent requests for one cold username, over ${shelter.instances} instances sharing Redis, started for each of ${shelter.rounds.length} rounds, ${fromClients(shelter.clients)} | ${count(shelter.requests)} |`,
           `| upstream calls for it, per round | ${shelter.rounds.map((round) => round.upstreamCalls).join(', ')} |`,
           `| waiters' latency, p50 / p99 (medians of the rounds) | ${ms(herd.p50Ms)} / ${ms(herd.p99Ms)} |`,
           `| their statuses / X-Cache, all rounds | ${statuses(herd.statuses)} / ${statuses(herd.xCache)} |`,
@@ -183,6 +183,10 @@ function scanSection ({ scan }: BenchResults): string[] {
       ` | ${mib(result.settled.rssBytes)} (after ${result.settled.afterSeconds} s) | ${mib(result.before.heapUsedBytes)} | ${mib(result.peak.heapUsedBytes)}` +
       ` | ${mib(result.settled.heapUsedBytes)} |`)
   ]
+}
+
+function fromClients (clients: number): string {
+  return clients > 1 ? `from ${count(clients)} client addresses (X-Forwarded-For, TRUST_PROXY on)` : 'from one address'
 }
 
 function sameNames (check: FloorCheck): boolean {

@@ -69,6 +69,8 @@ export interface BenchResults {
   /** Each round: a herd on instances started for it, and its floor (see shelterRounds). */
   shelter?: {
     requests: number
+    /** Addresses they came from (X-Forwarded-For; 1: the connections' own). */
+    clients: number
     instances: number
     rounds: ShelterRound[]
   }

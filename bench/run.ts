@@ -44,6 +44,7 @@ const settings = {
   warmUpSeconds: 2,
   shelterRequests: 1_000,
   shelterRounds: integerSetting('BENCH_SHELTER_ROUNDS', 5, 1, 20),
+  shelterClients: integerSetting('BENCH_SHELTER_CLIENTS', 1, 1, 1_000),
   redisTroubleSeconds: 5,
   zipf: { requests: 20_000, usernames: 10_000, exponent: 1.1, concurrency: 64 },
   scan: { usernames: integerSetting('BENCH_SCAN_USERNAMES', 100_000, 1_000, 1_000_000), concurrency: 32, settleSeconds: 5 },
@@ -133,25 +134,26 @@ async function bench (): Promise<BenchResults> {
   let shelter: BenchResults['shelter']
   let redisA: RunningChild | undefined
   if (runs('herd')) {
-    log(`shelter: ${settings.shelterRounds} rounds of ${settings.shelterRequests} concurrent requests for one cold username over two fresh instances,` +
-      ' and the same burst against two fresh bare Fastify instances holding each request for the upstream latency')
+    log(`shelter: ${settings.shelterRounds} rounds of ${settings.shelterRequests} concurrent requests from ${settings.shelterClients} address(es) for one cold username over two fresh instances, and the same burst against two fresh bare Fastify instances holding each request for the upstream latency`)
     let pairs = 0
     let floorPairs = 0
     const herd = await shelterRounds({
       rounds: settings.shelterRounds,
       requests: settings.shelterRequests,
+      clients: settings.shelterClients,
       simulatorUrl: simulator.url,
       username: `shelter-${runId}`,
       startPair: async () => {
         pairs++
-        return await Promise.all(PAIR.map(async (name) => await startService(group, { name: `service-redis-${pairs}${name}`, simulator, logLevel: settings.logLevel, redis })))
+        const env: Record<string, string> = settings.shelterClients > 1 ? { TRUST_PROXY: 'true' } : {} // X-Forwarded-For names each client
+        return await Promise.all(PAIR.map(async (name) => await startService(group, { name: `service-redis-${pairs}${name}`, simulator, logLevel: settings.logLevel, redis, env })))
       },
       startFloorPair: async () => {
         floorPairs++
         return await Promise.all(PAIR.map(async (name) => await startBare(group, { ...bareOptions, name: `bare-shelter-${floorPairs}${name}` })))
       }
     })
-    shelter = { requests: settings.shelterRequests, instances: PAIR.length, rounds: herd.rounds }
+    shelter = { requests: settings.shelterRequests, clients: settings.shelterClients, instances: PAIR.length, rounds: herd.rounds }
     // The hit path's Redis instance is one that has served a herd, as a production instance has.
     const [first, ...others] = herd.instances
     await Promise.all(others.map(async (instance) => await instance.stop()))

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
+import { createServer as createHttpServer } from 'node:http'
 import { createServer, type AddressInfo } from 'node:net'
 import { ProcessGroup } from '../processes.ts'
 import { socketBurst } from '../socket-burst.ts'
@@ -68,6 +69,23 @@ t.test('the burst client counts a refused connection as a failure to open, not a
   const { port } = server.address() as AddressInfo
   await new Promise<void>((resolve) => server.close(() => resolve()))
   await t.rejects(socketBurst([port], '/', 1), /could not open 1 connections/)
+})
+
+t.test('a burst from several clients names each in X-Forwarded-For, round-robin; from one, it names none', async (t) => {
+  const forwarded: Array<string | undefined> = []
+  const server = createHttpServer((request, response) => {
+    forwarded.push(request.headers['x-forwarded-for'] as string | undefined)
+    response.end('ok')
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { server.close() })
+  const { port } = server.address() as AddressInfo
+  const answers = await socketBurst([port], '/', 6, 3)
+  t.same(answers.map((answer) => answer.status), [200, 200, 200, 200, 200, 200])
+  t.same([...forwarded].sort(), ['10.0.0.0', '10.0.0.0', '10.0.0.1', '10.0.0.1', '10.0.0.2', '10.0.0.2'], 'three clients, two requests each')
+  forwarded.length = 0
+  await socketBurst([port], '/', 2)
+  t.same(forwarded, [undefined, undefined], 'no header: the connection\'s own address')
 })
 
 t.test('a child that never reports a port fails start() once it exits', async (t) => {
