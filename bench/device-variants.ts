@@ -62,7 +62,7 @@ export const VARIANTS: readonly Variant[] = [
       file: 'plugins/rate-limit.js',
       find: 'const counts = redisLayer === undefined',
       replace: 'await app.register((await import(\'@fastify/rate-limit\')).default, { max, timeWindow: RATE_LIMIT_WINDOW_MS });\n' +
-        '    app.decorate(\'chargeRateLimit\', async () => { });\n    return;\n    const counts = redisLayer === undefined'
+        '    app.decorate(\'chargeRateLimit\', () => { });\n    return;\n    const counts = redisLayer === undefined'
     }]
   },
   {

@@ -4,8 +4,8 @@ import { LRUCache } from 'lru-cache'
 export const RATE_LIMIT_WINDOW_MS = 60_000
 
 /**
- * Clients one instance counts at once, with Redis or without it. A count costs ~140 bytes
- * (IPv4; ~230 for IPv6, `node --expose-gc bench/rate-limit-memory.ts`): 100,000 clients take 14-23 MiB.
+ * Clients one instance counts at once (with Redis, held for the next sync and idle each): a count costs ~140 bytes
+ * (IPv4; ~230 for IPv6, `node --expose-gc bench/rate-limit-memory.ts`), so 14-23 MiB, twice that with Redis.
  */
 export const RATE_LIMIT_CLIENTS = 100_000
 

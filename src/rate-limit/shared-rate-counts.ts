@@ -72,6 +72,8 @@ export class SharedRateCounts implements RateCounts {
   readonly #timer: NodeJS.Timeout
   /** Clients counted here since the last sync, in the window that is `#window` windows of `windowMs` since the epoch. */
   #clients = new Map<string, Client>()
+  /** Walks `#clients` from the client first seen: one iterator, kept, since a new one walks past every slot deleted before it. */
+  #oldest: MapIterator<[string, Client]> | undefined
   /** The last deployment-wide count of clients idle since, in this window (bounded: least recently seen out first). */
   readonly #idle: LRUCache<string, number>
   #window = 0
@@ -97,9 +99,10 @@ export class SharedRateCounts implements RateCounts {
       known.pending += times
       return { current: known.shared + known.sending + known.pending, ttl }
     }
-    if (this.#clients.size >= this.#maxClients) this.#idleOldest()
+    // Its idle count taken before another client's joins the idle ones (which could push it out).
     const before = this.#idle.get(client) ?? 0
     this.#idle.delete(client)
+    if (this.#clients.size >= this.#maxClients) this.#idleOldest()
     this.#clients.set(client, { shared: before, sending: 0, pending: times })
     return { current: before + times, ttl }
   }
@@ -138,6 +141,7 @@ export class SharedRateCounts implements RateCounts {
     if (window !== this.#window) {
       // Counts not yet synced belong to a window that is over: nothing will read them.
       this.#clients = new Map()
+      this.#oldest = undefined
       this.#idle.clear()
       this.#window = window
     }
@@ -146,8 +150,14 @@ export class SharedRateCounts implements RateCounts {
 
   /** The client first seen longest ago (a Map keeps insertion order) leaves the syncs, its count kept as an idle one's. */
   #idleOldest (): void {
-    const [client, counted] = this.#clients.entries().next().value ?? []
-    if (client === undefined || counted === undefined) return
+    let next = this.#oldest?.next()
+    if (next === undefined || next.done === true) {
+      // Past the last client it had seen: a new walk, from the first one now.
+      this.#oldest = this.#clients.entries()
+      next = this.#oldest.next()
+    }
+    if (next.done === true) return
+    const [client, counted] = next.value
     this.#clients.delete(client)
     this.#idle.set(client, counted.shared + counted.sending + counted.pending)
   }

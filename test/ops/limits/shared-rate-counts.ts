@@ -123,7 +123,7 @@ t.test('while Redis is down, each instance counts alone without sending anything
 })
 
 t.test('while Redis is down, the clients held for the next sync are bounded: past the bound the first seen leaves, its count kept here', async (t) => {
-  const { redis } = fakeRedis()
+  const { redis, total } = fakeRedis()
   const health = fakeHealth()
   health.up = false
   const store = new SharedRateCounts({ redis: redis as unknown as CountsRedis, health, keyPrefix: 'p:', windowMs: MINUTE, syncIntervalMs: 3_600_000, maxClients: 3, now: () => START, onError: t.error })
@@ -133,10 +133,28 @@ t.test('while Redis is down, the clients held for the next sync are bounded: pas
   store.add('d', 1)
   health.up = true
   await store.sync()
-  const clients = (redis.sent.at(-1) ?? []).slice(0, -1).filter((_, i) => i % 2 === 0)
-  t.same(clients.sort(), ['b', 'c', 'd'], 'the sync after Redis is back carries the three held clients, a left them for d')
+  t.equal(redis.commands, 1, 'one sync once Redis is back')
+  const clients = (redis.sent[0] ?? []).slice(0, -1).filter((_, i) => i % 2 === 0)
+  t.same(clients.sort(), ['b', 'c', 'd'], 'it carries the three held clients: a left them for d')
+  t.equal(total(), 3, 'a\'s two requests never reach Redis')
   t.equal(store.add('a', 1).current, 3, 'a\'s two requests were kept here as an idle client\'s')
-  t.equal(store.add('b', 1).current, 2)
+  t.equal(store.add('b', 1).current, 2, 'b, pushed out for a in turn, comes back with its count')
+})
+
+t.test('a client pushed out of the syncs while its count is on its way to Redis keeps that count here', async (t) => {
+  const { redis, release } = fakeRedis()
+  const store = new SharedRateCounts({ redis: redis as unknown as CountsRedis, health: fakeHealth(), keyPrefix: 'p:', windowMs: MINUTE, syncIntervalMs: 3_600_000, maxClients: 1, now: () => START, onError: t.error })
+  t.teardown(() => store.close())
+  store.add('x', 1)
+  store.add('x', 1)
+  redis.holding = true
+  const syncing = store.sync()
+  t.equal(store.add('y', 1).current, 1, 'y takes the one place: x leaves it with its two requests in flight')
+  t.equal(store.add('x', 1).current, 3, 'x comes back counting the two on their way')
+  redis.holding = false
+  await release()
+  await syncing
+  t.equal(store.add('x', 1).current, 4, 'and Redis\'s answer for them takes nothing back')
 })
 
 t.test('a sync that never reached Redis keeps its counts for the next one; one that timed out is not sent again', async (t) => {
