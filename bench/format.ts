@@ -57,3 +57,8 @@ export function statuses (counts: Record<string, number>): string {
 export function servedCounts (counts: Record<string, number>, total: number): string {
   return Object.entries(counts).map(([value, n]) => `${value} ${count(n)}`).join(', ') + ` (wrk: ${count(total)})`
 }
+
+/** Where a herd came from (BENCH_SHELTER_CLIENTS). */
+export function fromClients (clients: number): string {
+  return clients > 1 ? `from ${count(clients)} client addresses (X-Forwarded-For, TRUST_PROXY on)` : 'from one address'
+}

@@ -2,7 +2,7 @@ import { budgetSection, budgetVerdicts } from './budget-report.ts'
 import { coherenceSection } from './coherence.ts'
 import type { RoundResult } from './load.ts'
 import { invalidReasons, ratioMedian, VALIDITY, type TargetSummary } from './rounds.ts'
-import { count, mib, missing, ms, pct, ratioText, servedCounts, signedMs, statuses, times, us } from './format.ts'
+import { count, fromClients, mib, missing, ms, pct, ratioText, servedCounts, signedMs, statuses, times, us } from './format.ts'
 import { herdSummary, redisTroubleVerdicts, verdicts } from './report.ts'
 import { missSection, missVerdicts } from './miss-report.ts'
 import type { BenchResults, FloorCheck } from './results.ts'
@@ -183,10 +183,6 @@ function scanSection ({ scan }: BenchResults): string[] {
       ` | ${mib(result.settled.rssBytes)} (after ${result.settled.afterSeconds} s) | ${mib(result.before.heapUsedBytes)} | ${mib(result.peak.heapUsedBytes)}` +
       ` | ${mib(result.settled.heapUsedBytes)} |`)
   ]
-}
-
-function fromClients (clients: number): string {
-  return clients > 1 ? `from ${count(clients)} client addresses (X-Forwarded-For, TRUST_PROXY on)` : 'from one address'
 }
 
 function sameNames (check: FloorCheck): boolean {

@@ -1,6 +1,6 @@
 import type { RoundResult } from './load.ts'
 import { cleanHits, MIN_ROUNDS_TO_JUDGE, ratioMedian, totalCounts, type TargetSummary } from './rounds.ts'
-import { count, hitCaveat, mib, ms, ratioText, signedMs, statuses, us } from './format.ts'
+import { count, fromClients, hitCaveat, mib, ms, ratioText, signedMs, statuses, us } from './format.ts'
 import type { BenchResults, ShelterRound } from './results.ts'
 import { median } from './stats.ts'
 
@@ -63,13 +63,13 @@ function shelterVerdicts ({ shelter }: BenchResults): Verdict[] {
   const herd = herdSummary(shelter)
   return [
     {
-      target: `Shelter: upstream calls, ${count(shelter.requests)} concurrent cold requests over ${shelter.instances} instances, each of ${shelter.rounds.length} rounds`,
+      target: `Shelter: upstream calls, ${count(shelter.requests)} concurrent cold requests ${fromClients(shelter.clients)} over ${shelter.instances} instances, each of ${shelter.rounds.length} rounds`,
       goal: `${GOALS.shelterUpstreamCalls}`,
       measured: shelter.rounds.map((round) => round.upstreamCalls).join(', '),
       pass: shelter.rounds.length > 0 && shelter.rounds.every((round) => round.upstreamCalls === GOALS.shelterUpstreamCalls)
     },
     {
-      target: 'Shelter: median waiter latency over its floor (median of the rounds)',
+      target: `Shelter: median waiter latency over its floor (median of the rounds), ${fromClients(shelter.clients)}`,
       goal: `<= ${GOALS.shelterMedianOverFloorMs} ms`,
       measured: `${signedMs(herd.overFloorMs)} (medians of the rounds: ${ms(herd.p50Ms)} vs ${ms(herd.floorP50Ms)})${herd.allAnswered ? '' : `, statuses ${statuses(herd.statuses)}`}`,
       pass: herd.overFloorMs <= GOALS.shelterMedianOverFloorMs && herd.allAnswered

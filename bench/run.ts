@@ -154,10 +154,10 @@ async function bench (): Promise<BenchResults> {
       }
     })
     shelter = { requests: settings.shelterRequests, clients: settings.shelterClients, instances: PAIR.length, rounds: herd.rounds }
-    // The hit path's Redis instance is one that has served a herd, as a production instance has.
-    const [first, ...others] = herd.instances
-    await Promise.all(others.map(async (instance) => await instance.stop()))
-    redisA = first
+    // The hit path's Redis instance is one that has served a herd, as a production instance has (not one with TRUST_PROXY on).
+    const kept = settings.shelterClients === 1 ? herd.instances[0] : undefined
+    await Promise.all(herd.instances.filter((instance) => instance !== kept).map(async (instance) => await instance.stop()))
+    redisA = kept
   }
 
   let batch: BenchResults['batch']
