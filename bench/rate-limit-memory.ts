@@ -1,6 +1,7 @@
 import { LocalRateCounts } from '../src/rate-limit/rate-counts.ts'
 import { RATE_LIMIT_WINDOW_MS } from '../src/rate-limit/policy.ts'
 import { SharedRateCounts } from '../src/rate-limit/shared-rate-counts.ts'
+import { clientAddress } from './socket-burst.ts'
 
 // Heap per client of the rate counts, which sizes RATE_LIMIT_CLIENTS: in process (no REDIS_URL), and shared through
 // Redis while Redis is down, every client held for the next sync and as many idle (the most it keeps):
@@ -40,7 +41,7 @@ async function sharedHeapAtCap (address: (n: number) => string): Promise<number>
   return Math.round(bytes / clients)
 }
 
-const ipv4 = (n: number): string => `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`
+const ipv4 = clientAddress
 const ipv6 = (n: number): string => `2001:db8:${(n >> 16).toString(16)}:${(n & 0xffff).toString(16)}::`
 process.stdout.write(`${clients} clients: ${heapPerClient(ipv4)} bytes each (IPv4), ${heapPerClient(ipv6)} bytes each (IPv6, their /64 as the rate limit keys it)\n`)
 process.stdout.write(`with Redis down, at the cap (as many held and idle): ${await sharedHeapAtCap(ipv4)} bytes a client of the cap (IPv4), ${await sharedHeapAtCap(ipv6)} (IPv6)\n`)
