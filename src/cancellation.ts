@@ -52,7 +52,11 @@ export function withDeadline (signal: AbortSignal | undefined, ms: number): Dead
  * stands for goes on (it may be shared with others, and says itself when it is done).
  */
 export async function untilAborted<T> (promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  signal.throwIfAborted()
+  if (signal.aborted) {
+    // Nobody reads it now: should it fail later, that is no unhandled rejection (which would end the process).
+    promise.catch(() => {})
+    throw signal.reason
+  }
   let leave = (): void => {}
   const aborted = new Promise<never>((_resolve, reject) => {
     leave = () => reject(signal.reason)

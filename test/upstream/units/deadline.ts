@@ -1,6 +1,7 @@
 import { mock } from 'node:test'
 import t from 'tap'
-import { isCancellation, isDeadline, nobodyWaits, withDeadline } from '../../../src/cancellation.ts'
+import { isCancellation, isDeadline, nobodyWaits, untilAborted, withDeadline } from '../../../src/cancellation.ts'
+import { settle } from '../../helper.ts'
 
 // withDeadline: a signal bounded by a deadline that lets go of its timer and of the outer signal once its work is
 // done, instead of living (with every closure its listeners hold) until the timer would have fired.
@@ -38,4 +39,22 @@ t.test('cleared, its timer is gone and it no longer follows the outer signal', a
   t.notOk(cleared.signal.aborted, 'the cleared one\'s timer is gone')
   outer.abort(nobodyWaits('late'))
   t.notOk(cleared.signal.aborted, 'and the outer signal\'s end does not reach it')
+})
+
+t.test('untilAborted: a promise given up on before it settles never becomes an unhandled rejection, aborted already or later', async (t) => {
+  const unhandled: unknown[] = []
+  const record = (reason: unknown): void => { unhandled.push(reason) }
+  process.on('unhandledRejection', record)
+  t.teardown(() => { process.off('unhandledRejection', record) })
+  for (const when of ['already', 'later'] as const) {
+    const controller = new AbortController()
+    if (when === 'already') controller.abort(new Error('given up'))
+    const work = Promise.withResolvers<string>()
+    const waiting = untilAborted(work.promise, controller.signal)
+    if (when === 'later') controller.abort(new Error('given up'))
+    await t.rejects(waiting, { message: 'given up' }, `aborted ${when}: the waiter is told at once`)
+    work.reject(new Error('the work failed after'))
+    await settle()
+  }
+  t.same(unhandled, [], 'nothing unhandled')
 })
