@@ -10,6 +10,7 @@ import { realTimers, type Schedule } from './budget/schedule.ts'
 import type { TokenStore } from './token-store.ts'
 import { TokenFailures } from './token-failures.ts'
 import { EXCHANGE_DEADLINE_MS, renewalDue, usableUntil } from './token-timing.ts'
+import { ExchangeDeadline } from './exchange-deadline.ts'
 
 /** How often an instance waiting for another's exchange looks at the store again, well within the exchange's deadline. */
 const WAITER_LOOK_AGAIN_MS = EXCHANGE_DEADLINE_MS / 4
@@ -30,21 +31,21 @@ export interface TokenManagerOptions {
   random?: () => number
 }
 
-/** One exchange (or wait for another instance's), and its own deadline: unanswered then, it has failed. */
+/** One exchange (or wait for another instance's), aborted when given up on: past the provider's deadline, unanswered. */
 interface Renewal {
   promise: Promise<AccessToken>
   controller: AbortController
-  deadlineAt: number
-  cancelDeadline: () => void
+  deadline: ExchangeDeadline
 }
+type Exchange = Omit<Renewal, 'promise'>
 
 /**
  * Holds the client-credentials token. One exchange per lifetime: a token past `renewalDue` is still handed out while
  * one renewal runs in the background; one exchange at a time, shared by its callers, and with a store one across
  * instances (a Redis lock; the others are woken by its release). Before any failure, callers without a usable token
- * wait for the exchange under way (EXCHANGE_DEADLINE_MS at most). Once one failed (or passed that deadline), they are
- * refused at once (UPSTREAM_AUTH_FAILED) during the back-off from the failure and while a retry runs (its starter
- * waits); `<prefix>token:failing` holds the back-off, and a retry's deadline, so other instances refuse too.
+ * wait for the exchange under way: the store's steps (Redis's bound each), the provider's answer (EXCHANGE_DEADLINE_MS
+ * at most, then served before it is shared). Once one failed (or passed that deadline), they are refused at once
+ * during the back-off and while a retry runs (its starter waits); `<prefix>token:failing` shares both.
  */
 export class TokenManager {
   readonly #endpoint: TokenManagerOptions['endpoint']
@@ -75,14 +76,14 @@ export class TokenManager {
   get state (): TokenState {
     const renewal = this.#renewal
     if (this.#usable(this.#current)) return renewal === undefined ? 'held' : 'renewing'
-    if (this.#failures.failing || (renewal !== undefined && this.#now() >= renewal.deadlineAt)) return 'failing'
+    if (this.#failures.failing || renewal?.deadline.passed === true) return 'failing'
     return renewal === undefined ? 'none' : 'renewing'
   }
 
   /** Why no token can be had, while `state` is `failing`: never a token or a secret. */
   get failure (): string | undefined {
     if (this.state !== 'failing') return undefined
-    return this.#renewal !== undefined && this.#now() >= this.#renewal.deadlineAt ? 'the identity provider has not answered the current exchange' : this.#failures.reason
+    return this.#renewal?.deadline.passed === true ? 'the identity provider has not answered the current exchange' : this.#failures.reason
   }
 
   /** In a span that says how the token was had: `held`, `renewed` (an exchange started), `waited` (for one under way) or `adopted` (another instance's). */
@@ -127,7 +128,7 @@ export class TokenManager {
   /** An exchange past its deadline has failed, at its deadline (whenever a caller notices). */
   #settleOverdue (): void {
     const renewal = this.#renewal
-    if (renewal !== undefined && this.#now() >= renewal.deadlineAt) this.#giveUp(renewal)
+    if (renewal?.deadline.passed === true) this.#giveUp(renewal)
   }
 
   async #renew (): Promise<AccessToken> {
@@ -145,19 +146,18 @@ export class TokenManager {
 
   #start (): Renewal {
     const controller = new AbortController()
+    const deadline = new ExchangeDeadline(this.#now, this.#schedule, () => { if (this.#renewal === renewal) this.#settleOverdue() })
     const renewal: Renewal = {
       controller,
-      deadlineAt: this.#now() + EXCHANGE_DEADLINE_MS,
-      // Past the deadline, the answer may already wait in its socket behind a late timer: read it first (the poll phase comes before setImmediate's).
-      cancelDeadline: this.#schedule(EXCHANGE_DEADLINE_MS, () => { setImmediate(() => { if (this.#renewal === renewal) this.#settleOverdue() }) }),
-      promise: untilAborted(this.#obtain(controller.signal), controller.signal)
+      deadline,
+      promise: untilAborted(this.#obtain({ controller, deadline }), controller.signal)
         .then((token) => {
           this.#current = token
           this.#failures.clear()
           return token
         })
         .finally(() => {
-          renewal.cancelDeadline()
+          deadline.stop()
           if (this.#renewal === renewal) this.#renewal = undefined
         })
     }
@@ -170,13 +170,13 @@ export class TokenManager {
     this.#renewal = undefined
     const error = new UPSTREAM_AUTH_FAILED(`the identity provider did not answer within ${EXCHANGE_DEADLINE_MS} ms`)
     // Its write to the store goes out before the abort lets the lock go.
-    this.#failed(error, renewal.deadlineAt).catch(() => {})
+    this.#failed(error, renewal.deadline.at).catch(() => {})
     renewal.controller.abort(error)
   }
 
-  async #obtain (signal: AbortSignal): Promise<AccessToken> {
+  async #obtain (exchange: Exchange): Promise<AccessToken> {
     const store = this.#store
-    if (store === undefined) return await this.#mint(signal)
+    if (store === undefined) return await this.#mint(exchange)
     const deadline = this.#now() + this.#lockWaitMs
     for (;;) {
       const shared = await this.#fromStore(store)
@@ -184,9 +184,8 @@ export class TokenManager {
         currentSpan().setAttribute('pbff.token', 'adopted')
         return shared
       }
-      signal.throwIfAborted()
       const claim = await store.claim()
-      if (claim.owner) return await this.#mintAsOwner(store, claim, signal)
+      if (claim.owner) return await this.#mintAsOwner(store, claim, exchange)
       if (this.#now() >= deadline) throw new UPSTREAM_AUTH_FAILED('another instance is still exchanging credentials')
       const span = currentSpan()
       span.setAttribute('pbff.token', 'waited')
@@ -200,37 +199,39 @@ export class TokenManager {
     await new Promise((resolve) => { this.#schedule(WAITER_LOOK_AGAIN_MS, () => { resolve(undefined) }) })
   }
 
-  async #mintAsOwner (store: TokenStore, claim: Claim & { owner: true }, signal: AbortSignal): Promise<AccessToken> {
+  async #mintAsOwner (store: TokenStore, claim: Claim & { owner: true }, exchange: Exchange): Promise<AccessToken> {
+    let minted: AccessToken | undefined
     try {
       // The previous owner may have finished between our look and our lock.
       const shared = await this.#fromStore(store)
       if (shared !== undefined) return shared
       // A retry: the others refuse their callers meanwhile, rather than wait for it.
       if (this.#failures.failing) await store.markFailing(EXCHANGE_DEADLINE_MS)
-      const token = await this.#mint(signal)
-      await store.write(token)
-      return token
+      return (minted = await this.#mint(exchange))
     } finally {
-      await claim.release()
+      // Shared, then the lock let go, once the callers have the token: a slow Redis holds none of them (neither rejects).
+      minted === undefined ? claim.release() : store.write(minted).then(claim.release)
     }
   }
 
-  /** A shared token worth adopting; throws during a failure window another instance opened. */
+  /** A shared token worth adopting; throws during a failure window another instance opened. Both in one round trip. */
   async #fromStore (store: TokenStore): Promise<AccessToken | undefined> {
-    const shared = await store.read()
+    const [shared, failingMs] = await Promise.all([store.read(), store.failingForMs()])
     if (shared !== undefined && shared.value !== this.#rejected && this.#now() < renewalDue(shared)) return shared
-    const failingMs = await store.failingForMs()
     if (failingMs > 0) throw this.#failures.adopt(failingMs)
     return undefined
   }
 
-  async #mint (signal: AbortSignal): Promise<AccessToken> {
+  async #mint ({ controller: { signal }, deadline }: Exchange): Promise<AccessToken> {
     const issuedAt = this.#now()
+    deadline.start()
     try {
-      const { value, lifetimeMs } = await untilAborted(this.#endpoint.exchange(signal), signal)
+      const { value, lifetimeMs } = await untilAborted(this.#endpoint.exchange(signal), signal).finally(() => { deadline.stop() })
       this.#telemetry.tokenExchange('minted')
       this.#log.info({ lifetimeSeconds: lifetimeMs / 1000 }, 'upstream token minted')
-      return { value, issuedAt, expiresAt: issuedAt + lifetimeMs }
+      // Callers go on with it now; sharing it and releasing the lock wait on Redis.
+      this.#current = { value, issuedAt, expiresAt: issuedAt + lifetimeMs }
+      return this.#current
     } catch (error) {
       // An exchange given up on was counted then.
       if (!signal.aborted) await this.#failed(error, this.#now())
