@@ -63,17 +63,27 @@ export class TokenEndpoint {
         await response.body.dump()
         throw new UPSTREAM_AUTH_FAILED(`the identity provider answered ${response.statusCode}`)
       }
-      answer = await response.body.json()
+      answer = jsonOf(await response.body.text())
     } catch (error) {
       if (error instanceof UPSTREAM_AUTH_FAILED) throw error
       const why = isTimeout(error)
         ? `the identity provider did not answer within ${timeoutMs} ms`
-        : 'the identity provider could not be reached or answered no JSON'
+        : 'the identity provider could not be reached'
       throw new UPSTREAM_AUTH_FAILED(why, { cause: error })
     } finally {
       deadline.clear()
       dispatcher.destroy().catch(() => {})
     }
+    if (answer === undefined) throw new UPSTREAM_AUTH_FAILED('the identity provider answered no JSON')
     return typeof answer === 'object' && answer !== null ? answer as Record<string, unknown> : {}
+  }
+}
+
+/** The body's JSON, or undefined: without the parser's error, which quotes the body (the token itself, maybe). */
+function jsonOf (text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
   }
 }

@@ -1,7 +1,13 @@
-import { createConnection, createServer, type Socket } from 'node:net'
+import { createServer as createHttpServer } from 'node:http'
+import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net'
+import { Writable } from 'node:stream'
+import pino from 'pino'
 import t from 'tap'
+import { loggerOptions } from '../../../src/logging/logging.ts'
+import { noTelemetry } from '../../../src/telemetry/telemetry.ts'
 import { originConnection } from '../../../src/upstream/origin-pool.ts'
 import { TokenEndpoint } from '../../../src/upstream/token-endpoint.ts'
+import { TokenManager } from '../../../src/upstream/token-manager.ts'
 import { EXCHANGE_DEADLINE_MS } from '../../../src/upstream/token-timing.ts'
 import { simulator, type TestContext } from '../../helper.ts'
 
@@ -50,4 +56,28 @@ t.test('after a hung provider answers again on new connections only, the next ex
   provider.open()
   t.match(await endpoint.exchange(), { value: /\S/ }, 'a token, within the deadline a dead connection would have used up')
   t.equal(sim.stats.tokenRequests, 1, 'from the one exchange made after the return')
+})
+
+t.test('a 200 whose body is not JSON (the bare token, say) fails the exchange, and no part of that body reaches a log line', async (t) => {
+  const TOKEN = 'Zx9fK2pQ7mWvB4nR1tY8'
+  for (const body of [TOKEN, `${TOKEN}-${'x'.repeat(40)}`, `{"access_token": ${TOKEN}}`]) {
+    const provider = createHttpServer((_request, response) => { response.writeHead(200, { 'content-type': 'text/plain' }).end(body) })
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve))
+    t.teardown(() => { provider.close() })
+    const lines: string[] = []
+    const log = pino(loggerOptions('debug'), new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(chunk.toString('utf8')); done() } }))
+    const endpoint = new TokenEndpoint({
+      connection: () => originConnection(`http://127.0.0.1:${(provider.address() as AddressInfo).port}`, EXCHANGE_DEADLINE_MS),
+      tokenPath: '/oauth/token',
+      clientId: 'id',
+      clientSecret: 'secret',
+      audience: 'audience',
+      defaultTtlSeconds: 3600,
+      timeoutMs: EXCHANGE_DEADLINE_MS
+    })
+    const tokens = new TokenManager({ endpoint, telemetry: noTelemetry, log, lockWaitMs: 1_000 })
+    await t.rejects(tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED', message: /answered no JSON/ })
+    t.match(lines.join(''), /token exchange failed/, 'the failure is logged')
+    t.notMatch(lines.join(''), TOKEN.slice(0, 10), `${body.slice(0, 12)}...: not a piece of the body in the log`)
+  }
 })
