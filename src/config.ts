@@ -17,8 +17,8 @@ const TRACE_SAMPLERS = [
 /** `host:port,host:port,...` (a host may be a bracketed IPv6 address). */
 const SENTINELS = '^(\\[[^\\]]+\\]|[^,:\\s\\[\\]]+):\\d{1,5}(,(\\[[^\\]]+\\]|[^,:\\s\\[\\]]+):\\d{1,5})*$'
 
-const Seconds = (defaultValue: number, description: string) =>
-  Type.Integer({ minimum: 0, default: defaultValue, description })
+const Seconds = (defaultValue: number, description: string, minimum = 0) =>
+  Type.Integer({ minimum, default: defaultValue, description })
 
 /**
  * The service's whole configuration, named as the environment names it. This schema is the single
@@ -42,10 +42,10 @@ export const ConfigSchema = Type.Object({
   REDIS_SENTINEL_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'the Sentinels\' own password, when they have one; never logged' })),
   CACHE_KEY_PREFIX: Type.String({ default: 'pbff:', description: 'prefix of every Redis key' }),
   CACHE_MEMORY_MB: Type.Integer({ minimum: 1, default: 64, description: 'the in-process store\'s bound (entries held without Redis, or while it is down), least recently used first; evictions of fresh entries are counted' }),
-  PROFILE_TTL_SECONDS: Seconds(300, 'a cached profile is fresh this long'),
-  TIMELINE_TTL_SECONDS: Seconds(60, 'a cached timeline is fresh this long'),
+  PROFILE_TTL_SECONDS: Seconds(300, 'a cached profile is fresh this long', 1),
+  TIMELINE_TTL_SECONDS: Seconds(60, 'a cached timeline is fresh this long', 1),
   STALE_TTL_SECONDS: Seconds(86400, 'after freshness ends, an entry may still be served while revalidating or when the upstream fails'),
-  NOT_FOUND_TTL_SECONDS: Seconds(60, 'an upstream 404 is remembered this long'),
+  NOT_FOUND_TTL_SECONDS: Seconds(60, 'an upstream 404 is remembered this long', 1),
   UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 5000, description: 'a caller\'s whole wait for the upstream (queue, token, request and body), from its request\'s arrival' }),
   UPSTREAM_MAX_CONCURRENCY: Type.Integer({ minimum: 1, default: 32, description: 'upstream requests in flight per instance' }),
   UPSTREAM_MAX_RPS: Type.Integer({ minimum: 0, default: 0, description: 'the deployment\'s calls per second to the upstream\'s data routes, shared by every instance on one Redis (0: unlimited)' }),

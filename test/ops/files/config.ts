@@ -61,7 +61,10 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
     [{ ...required, UPSTREAM_BASE_URL: 'nope' }, /^UPSTREAM_BASE_URL must be an absolute http\(s\) URL, got "nope"$/],
     [{ ...required, AUTH_URL: 'ftp://id.example' }, /^AUTH_URL must be an absolute http\(s\) URL/],
     [{ ...required, REDIS_URL: 'localhost:6379' }, /^REDIS_URL must be an absolute redis:\/\/ URL/],
-    [{ ...required, PROFILE_TTL_SECONDS: 'five' }, /^PROFILE_TTL_SECONDS must be an integer >= 0, got "five"$/],
+    [{ ...required, PROFILE_TTL_SECONDS: 'five' }, /^PROFILE_TTL_SECONDS must be an integer >= 1, got "five"$/],
+    // A freshness of 0 would send every request upstream: the service's promises start at 1 s.
+    ...['PROFILE_TTL_SECONDS', 'TIMELINE_TTL_SECONDS', 'NOT_FOUND_TTL_SECONDS'].map((name): [Record<string, string>, RegExp] =>
+      [{ ...required, [name]: '0' }, new RegExp(`^${name} must be an integer >= 1, got 0$`)]),
     [{ ...required, PORT: '70000' }, /^PORT must be an integer >= 0 and <= 65535/],
     [{ ...required, TRUST_PROXY: 'maybe' }, /^TRUST_PROXY must be true or false/],
     [{ ...required, LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],

@@ -94,8 +94,10 @@ t.test('with Redis, one instance\'s 429 keeps every instance from calling', asyn
 t.test('during a back-off window a stale entry is served and not revalidated upstream', async (t) => {
   const failedRevalidations: string[] = []
   const logger = { level: 'warn', stream: { write: (line: string) => { if (line.includes('background revalidation failed')) failedRevalidations.push(line) } } }
-  const { app, sim } = await stack(t, { env: { PROFILE_TTL_SECONDS: '0' }, logger })
+  const clock = new Clock()
+  const { app, sim } = await stack(t, { env: { PROFILE_TTL_SECONDS: '1' }, logger, now: clock.now })
   t.equal((await app.inject('/profile/alice')).statusCode, 200)
+  clock.advance(1_000)
   sim.failAlways({ kind: 'status', status: 429, retryAfter: '30' })
   const stale = await app.inject('/profile/alice')
   t.equal(stale.statusCode, 200)
