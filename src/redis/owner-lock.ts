@@ -126,9 +126,10 @@ export class OwnerLock {
     const { redis, health } = this.#options
     const { ttlMs } = this
     health.run(async () => await redis.eval(RENEW, 1, lockKey(key), token, ttlMs)).then(
+      // Another holds it now (it expired): a waiter may start its own job, which is all a lost lock costs.
       (renewed) => { if (renewed !== 1) clearInterval(renewal) },
-      // Not renewed: the lock expires and a waiter may start its own job, which is all a lost lock costs.
-      (error: unknown) => { clearInterval(renewal); this.#options.onError(error) }
+      // Tried again at the next tick: a flap of Redis shorter than the lock's life keeps the lock.
+      (error: unknown) => { this.#options.onError(error) }
     )
   }
 

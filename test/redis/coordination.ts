@@ -1,3 +1,4 @@
+import { mock } from 'node:test'
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { createEntry, type CacheEntry } from '../../src/cache/cache-entry.ts'
@@ -160,4 +161,37 @@ t.test('the in-process tier: hits cost no shared read; other instances\' fills a
   const v4 = createEntry(200, '"v4"', clock.now(), { freshMs: 300_000, staleMs: 0 })
   await tier.set('k', v4)
   t.same(held.get('k'), v4, 'and a fill is written there: Redis is still the cache')
+})
+
+t.test('an owner keeps renewing its lock past a renewal that failed: a flap of Redis shorter than the lock\'s life does not lose it', async (t) => {
+  // Node's mock timers, for this test only: the renewal's interval moves without waiting.
+  mock.timers.enable({ apis: ['setInterval'] })
+  t.teardown(() => { mock.timers.reset() })
+  let up = true
+  const renewals: string[] = []
+  const health = {
+    get up () { return up },
+    run: async <T>(command: () => Promise<T>): Promise<T> => { if (!up) throw new Error('redis is down'); return await command() },
+    listen: () => {}
+  }
+  const redis = { set: async () => 'OK', eval: async (script: string) => { if (script.includes('PEXPIRE')) renewals.push('renewed'); return 1 } }
+  const lock = new OwnerLock({ redis: redis as never, health, bus: { listen: () => {}, publish: async () => {} }, ttlMs: 900, onError: () => {} })
+  const claim = await lock.claim('job')
+  t.equal(claim?.owner, true)
+  mock.timers.tick(300)
+  await settle()
+  t.same(renewals, ['renewed'], 'renewed a third into its life')
+  up = false
+  mock.timers.tick(300)
+  await settle()
+  up = true
+  for (let tick = 0; tick < 3; tick++) {
+    mock.timers.tick(300)
+    await settle()
+  }
+  t.same(renewals, ['renewed', 'renewed', 'renewed', 'renewed'], 'every one after the one that failed')
+  if (claim?.owner === true) await claim.release()
+  mock.timers.tick(900)
+  await settle()
+  t.equal(renewals.length, 4, 'none after its release')
 })
