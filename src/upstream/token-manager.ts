@@ -44,7 +44,7 @@ type Exchange = Omit<Renewal, 'promise'>
  * one renewal runs in the background; one exchange at a time, shared by its callers, and with a store one across
  * instances (a Redis lock; the others are woken by its release). Before any failure, callers without a usable token
  * wait for the exchange under way: the store's steps (Redis's bound each), the provider's answer (EXCHANGE_DEADLINE_MS
- * at most, then served before it is shared). Once one failed (or passed that deadline), they are refused at once
+ * at most; new callers have it while it is shared). Once one failed (or passed that deadline), they are refused at once
  * during the back-off and while a retry runs (its starter waits); `<prefix>token:failing` shares both.
  */
 export class TokenManager {
@@ -200,17 +200,17 @@ export class TokenManager {
   }
 
   async #mintAsOwner (store: TokenStore, claim: Claim & { owner: true }, exchange: Exchange): Promise<AccessToken> {
-    let minted: AccessToken | undefined
     try {
       // The previous owner may have finished between our look and our lock.
       const shared = await this.#fromStore(store)
       if (shared !== undefined) return shared
       // A retry: the others refuse their callers meanwhile, rather than wait for it.
       if (this.#failures.failing) await store.markFailing(EXCHANGE_DEADLINE_MS)
-      return (minted = await this.#mint(exchange))
+      const token = await this.#mint(exchange)
+      await store.write(token)
+      return token
     } finally {
-      // Shared, then the lock let go, once the callers have the token: a slow Redis holds none of them (neither rejects).
-      minted === undefined ? claim.release() : store.write(minted).then(claim.release)
+      await claim.release() // awaited within the exchange's span, which the release names to the instances it wakes
     }
   }
 
@@ -229,7 +229,7 @@ export class TokenManager {
       const { value, lifetimeMs } = await untilAborted(this.#endpoint.exchange(signal), signal).finally(() => { deadline.stop() })
       this.#telemetry.tokenExchange('minted')
       this.#log.info({ lifetimeSeconds: lifetimeMs / 1000 }, 'upstream token minted')
-      // Callers go on with it now; sharing it and releasing the lock wait on Redis.
+      // New callers go on with it while it is shared and the lock let go.
       this.#current = { value, issuedAt, expiresAt: issuedAt + lifetimeMs }
       return this.#current
     } catch (error) {
