@@ -5,6 +5,7 @@ import { currentSpan, inSpan, linkTo } from '../telemetry/tracing.ts'
 import type { AccessToken } from './access-token.ts'
 import type { UpstreamLog } from './log.ts'
 import type { MintedToken } from './token-endpoint.ts'
+import { COMMAND_TIMEOUT_MS } from '../redis/health.ts'
 import type { Claim } from '../redis/owner-lock.ts'
 import { realTimers, type Schedule } from './budget/schedule.ts'
 import type { TokenStore } from './token-store.ts'
@@ -32,11 +33,7 @@ export interface TokenManagerOptions {
 }
 
 /** One exchange (or wait for another instance's), aborted when given up on: past the provider's deadline, unanswered. */
-interface Renewal {
-  promise: Promise<AccessToken>
-  controller: AbortController
-  deadline: ExchangeDeadline
-}
+interface Renewal { promise: Promise<AccessToken>, controller: AbortController, deadline: ExchangeDeadline }
 type Exchange = Omit<Renewal, 'promise'>
 
 /**
@@ -204,8 +201,8 @@ export class TokenManager {
       // The previous owner may have finished between our look and our lock.
       const shared = await this.#fromStore(store)
       if (shared !== undefined) return shared
-      // A retry: the others refuse their callers meanwhile, rather than wait for it.
-      if (this.#failures.failing) await store.markFailing(EXCHANGE_DEADLINE_MS)
+      // A retry: the others refuse their callers meanwhile, rather than wait for it (asked a Redis step later at most).
+      if (this.#failures.failing) await store.markFailing(EXCHANGE_DEADLINE_MS + COMMAND_TIMEOUT_MS)
       const token = await this.#mint(exchange)
       await store.write(token)
       return token
