@@ -8,7 +8,7 @@ import createError from '@fastify/error'
 // Bad input
 export const INVALID_USERNAME = createError('INVALID_USERNAME',
   'username must be 1 to 128 characters, not "." or "..", without control characters', 400)
-export const INVALID_FIELD = createError<[string]>('INVALID_FIELD', 'query must be one of: %s', 400)
+export const INVALID_FIELD = createError<[string, string]>('INVALID_FIELD', '%s must be one of: %s', 400)
 export const NOT_FOUND = createError<[string, string]>('NOT_FOUND', 'Route %s %s not found', 404)
 export const INVALID_BATCH = createError<[number]>('INVALID_BATCH',
   'username must be given 1 to 50 times (distinct values), here %d', 400)

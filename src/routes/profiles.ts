@@ -65,7 +65,7 @@ const profileRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     schemaErrorFormatter: validationErrors({
       params: () => new INVALID_USERNAME(),
-      querystring: () => new INVALID_FIELD(QUERY_VALUES.join(', '))
+      querystring: () => new INVALID_FIELD('query', QUERY_VALUES.join(', '))
     }),
     // Case-insensitive matching: lower-case `query` before the schema checks it against the ten values.
     preValidation: (request, _reply, done) => {

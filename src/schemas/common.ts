@@ -26,8 +26,10 @@ export function errorBody ({ statusCode = 500, code, message }: CodedError): Err
  * character nor DEL. Anything else, `/` and `%` included, is a valid username that travels
  * percent-encoded to the upstream.
  */
+export const USERNAME_PATTERN = '^(?!\\.{1,2}$)[^\\u0000-\\u001f\\u007f]{1,128}$'
+
 export const Username = Type.String({
-  pattern: '^(?!\\.{1,2}$)[^\\u0000-\\u001f\\u007f]{1,128}$',
+  pattern: USERNAME_PATTERN,
   description: 'the member\'s username (1 to 128 characters)',
   examples: ['alice']
 })

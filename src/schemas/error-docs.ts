@@ -82,7 +82,7 @@ export const memberErrors = [
 /** What any lookup request can fail with, whichever data route asks. */
 const lookupErrors = [...memberErrors, new errors.RATE_LIMITED(42), shed]
 
-const invalidField = new errors.INVALID_FIELD(QUERY_VALUES.join(', '))
+const invalidField = new errors.INVALID_FIELD('query', QUERY_VALUES.join(', '))
 
 /** The errors of `/profile/:username` and `/profile/:username/timeline`. */
 export const lookupErrorResponses = errorResponses(counted, new errors.INVALID_USERNAME(), malformedUrl, ...lookupErrors, ...edgeErrors)
@@ -92,7 +92,7 @@ export const fieldErrorResponses = errorResponses(counted, new errors.INVALID_US
 
 /** The errors of the batch as a whole: a bad batch or field list, or protection (members' own go in the body). */
 export const batchErrorResponses = errorResponses(counted,
-  new errors.INVALID_BATCH(51), invalidField, new errors.RATE_LIMITED(42), shed, ...edgeErrors)
+  new errors.INVALID_BATCH(51), new errors.INVALID_FIELD('fields', QUERY_VALUES.join(', ')), new errors.RATE_LIMITED(42), shed, ...edgeErrors)
 
 /** The errors of `/healthz` and `/metrics`: never counted, still answered while load is shed. */
 export const unshedErrorResponses = errorResponses(uncounted, ...edgeErrors)

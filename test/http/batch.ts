@@ -92,7 +92,20 @@ t.test('fields keeps only the keys asked for, case-insensitively, comma-separate
   const bad = await app.inject(batchUrl(['alice'], '&fields=name,email'))
   t.equal(bad.statusCode, 400)
   t.equal(bad.json().code, 'INVALID_FIELD')
+  t.match(bad.json().message, /^fields must be one of: name, age/, 'names the parameter the caller got wrong')
   t.equal(bad.headers['cache-control'], 'no-store')
+})
+
+t.test('a username is valid in a batch exactly when it is on /profile: 128 code points, whatever they are', async (t) => {
+  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '0' } })
+  // Outside the Basic Multilingual Plane a code point is two UTF-16 units: 128 of them are 256 units.
+  for (const [name, valid] of [['😀'.repeat(128), true], ['😀'.repeat(129), false], ['é'.repeat(128), true], ['\u{10FFFF}'.repeat(128), true]] as const) {
+    const single = await app.inject(`/profile/${encodeURIComponent(name)}`)
+    const batch = (await app.inject(batchUrl([name]))).json()
+    t.equal(single.statusCode, valid ? 200 : 400, `${name.slice(0, 2)} x ${[...name].length}: /profile`)
+    t.same(Object.keys(batch.profiles ?? {}), valid ? [name] : [], `${name.slice(0, 2)} x ${[...name].length}: served in a batch as on /profile`)
+    if (!valid) t.equal(batch.errors[name].code, 'INVALID_USERNAME')
+  }
 })
 
 t.test('1 to 50 distinct usernames, duplicates counting once; otherwise 400 INVALID_BATCH', async (t) => {
