@@ -28,7 +28,7 @@ export function errorBody ({ statusCode = 500, code, message }: CodedError): Err
  */
 export const USERNAME_PATTERN = '^(?!\\.{1,2}$)[^\\u0000-\\u001f\\u007f]{1,128}$'
 
-export const Username = Type.String({
+const Username = Type.String({
   pattern: USERNAME_PATTERN,
   description: 'the member\'s username (1 to 128 characters)',
   examples: ['alice']
