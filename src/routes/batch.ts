@@ -6,7 +6,7 @@ import type { EncodedBodies } from '../http/encoded-bodies.ts'
 import { errorResponse } from '../http/error-response.ts'
 import { INVALID_BATCH, INVALID_FIELD } from '../errors.ts'
 import { BatchQuery, BatchResponse, MAX_BATCH } from '../schemas/batch.ts'
-import { USERNAME_PATTERN, type ErrorResponse } from '../schemas/common.ts'
+import { isUsername, type ErrorResponse } from '../schemas/common.ts'
 import { batchErrorResponses } from '../schemas/error-docs.ts'
 import { CACHED_HEADERS, withHeaders } from '../schemas/headers.ts'
 import { PROFILE_FIELDS, QUERY_VALUES } from '../schemas/profile.ts'
@@ -15,9 +15,6 @@ import { callerSignal, callerWentAway } from '../http/caller-signal.ts'
 import { sendRepresentation, setCachingHeaders } from '../http/serve.ts'
 import { timed } from '../http/timed.ts'
 import { validationErrors } from '../http/validation-errors.ts'
-
-// With the u flag, as ajv checks the routes' usernames: 128 code points, not UTF-16 units (TypeBox's compiler has no flag).
-const validUsername = new RegExp(USERNAME_PATTERN, 'u')
 
 interface BatchRoutesOptions {
   encodings: EncodedBodies
@@ -57,7 +54,7 @@ const batchRoutes: FastifyPluginAsyncTypebox<BatchRoutesOptions> = async (app, {
     app.chargeRateLimit(request, reply, usernames.length - 1)
     const wanted = request.query.fields === undefined ? undefined : new Set<string>(request.query.fields)
     const fields = wanted && PROFILE_FIELDS.filter((field) => wanted.has(field.toLowerCase()))
-    const valid = usernames.filter((username) => validUsername.test(username))
+    const valid = usernames.filter(isUsername)
     const { value: results, ms } = await timed(async () => await lookups.profiles(valid, app.config.UPSTREAM_MAX_CONCURRENCY, callerSignal(request), reply))
     const served = new Map<string, Served | ErrorResponse>()
     valid.forEach((username, i) => {
