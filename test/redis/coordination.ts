@@ -167,31 +167,31 @@ t.test('an owner keeps renewing its lock past a renewal that failed: a flap of R
   // Node's mock timers, for this test only: the renewal's interval moves without waiting.
   mock.timers.enable({ apis: ['setInterval'] })
   t.teardown(() => { mock.timers.reset() })
-  let up = true
-  const renewals: string[] = []
-  const health = {
-    get up () { return up },
-    run: async <T>(command: () => Promise<T>): Promise<T> => { if (!up) throw new Error('redis is down'); return await command() },
-    listen: () => {}
+  for (const ttlMs of [300, 1_000, 3_000]) {
+    let up = true
+    const renewals: string[] = []
+    const health = {
+      get up () { return up },
+      run: async <T>(command: () => Promise<T>): Promise<T> => { if (!up) throw new Error('redis is down'); return await command() },
+      listen: () => {}
+    }
+    const redis = { set: async () => 'OK', eval: async (script: string) => { if (script.includes('PEXPIRE')) renewals.push('renewed'); return 1 } }
+    const lock = new OwnerLock({ redis: redis as never, health, bus: { listen: () => {}, publish: async () => {} }, ttlMs, onError: () => {} })
+    const claim = await lock.claim(`job-${ttlMs}`)
+    t.equal(claim?.owner, true)
+    const third = async (): Promise<void> => {
+      mock.timers.tick(ttlMs / 3)
+      await settle()
+    }
+    await third()
+    t.same(renewals, ['renewed'], `${ttlMs} ms lock: renewed a third into its life`)
+    up = false
+    await third()
+    up = true
+    for (let tick = 0; tick < 3; tick++) await third()
+    t.same(renewals, ['renewed', 'renewed', 'renewed', 'renewed'], `${ttlMs} ms lock: every renewal after the one that failed`)
+    if (claim?.owner === true) await claim.release()
+    for (let tick = 0; tick < 3; tick++) await third()
+    t.equal(renewals.length, 4, `${ttlMs} ms lock: none after its release`)
   }
-  const redis = { set: async () => 'OK', eval: async (script: string) => { if (script.includes('PEXPIRE')) renewals.push('renewed'); return 1 } }
-  const lock = new OwnerLock({ redis: redis as never, health, bus: { listen: () => {}, publish: async () => {} }, ttlMs: 900, onError: () => {} })
-  const claim = await lock.claim('job')
-  t.equal(claim?.owner, true)
-  mock.timers.tick(300)
-  await settle()
-  t.same(renewals, ['renewed'], 'renewed a third into its life')
-  up = false
-  mock.timers.tick(300)
-  await settle()
-  up = true
-  for (let tick = 0; tick < 3; tick++) {
-    mock.timers.tick(300)
-    await settle()
-  }
-  t.same(renewals, ['renewed', 'renewed', 'renewed', 'renewed'], 'every one after the one that failed')
-  if (claim?.owner === true) await claim.release()
-  mock.timers.tick(900)
-  await settle()
-  t.equal(renewals.length, 4, 'none after its release')
 })
