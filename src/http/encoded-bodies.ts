@@ -85,7 +85,8 @@ export function encodedBytes (body: string): number {
 
 /**
  * The caller's preferred coding we have, from Accept-Encoding (RFC 9110 §12.5.3): brotli over gzip
- * (smaller), `*` standing for either, `q=0` refusing one.
+ * (smaller), `*` standing for either, `q=0` refusing one, and none when the caller weighs `identity` (named, or
+ * through `*`) above it; an unnamed `identity` does not compete.
  */
 export function preferredCoding (acceptEncoding: string | undefined): Coding | undefined {
   if (acceptEncoding === undefined) return undefined
@@ -95,7 +96,7 @@ export function preferredCoding (acceptEncoding: string | undefined): Coding | u
     const q = params.map((param) => /^\s*q=([\d.]+)\s*$/.exec(param)?.[1]).find((value) => value !== undefined)
     weights.set(name.trim(), q === undefined ? 1 : Number(q))
   }
-  const weight = (coding: Coding): number => weights.get(coding) ?? weights.get('*') ?? 0
-  if (weight('br') > 0 && weight('br') >= weight('gzip')) return 'br'
-  return weight('gzip') > 0 ? 'gzip' : undefined
+  const weight = (coding: Coding | 'identity'): number => weights.get(coding) ?? weights.get('*') ?? 0
+  const coding = weight('br') >= weight('gzip') ? 'br' : 'gzip'
+  return weight(coding) > 0 && weight(coding) >= weight('identity') ? coding : undefined
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { errorCodes } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import type { Served } from '../cache/cache-stack.ts'
 import type { EncodedBodies } from '../http/encoded-bodies.ts'
@@ -11,6 +12,7 @@ import { batchErrorResponses } from '../schemas/error-docs.ts'
 import { CACHED_HEADERS, withHeaders } from '../schemas/headers.ts'
 import { PROFILE_FIELDS, QUERY_VALUES } from '../schemas/profile.ts'
 import { batchBody } from './batch-body.ts'
+import { hasWellFormedEscapes } from '../http/caller-input.ts'
 import { callerSignal, callerWentAway } from '../http/caller-signal.ts'
 import { sendRepresentation, setCachingHeaders } from '../http/serve.ts'
 import { timed } from '../http/timed.ts'
@@ -43,6 +45,8 @@ const batchRoutes: FastifyPluginAsyncTypebox<BatchRoutesOptions> = async (app, {
     schemaErrorFormatter: validationErrors({ querystring: () => new INVALID_FIELD('fields', QUERY_VALUES.join(', ')) }),
     // `fields` comma-separated or repeated: split and lower-cased before the schema checks each value.
     preValidation: async (request) => {
+      // A username sent as `%ZZ` or an encoded lone surrogate would reach the upstream as those characters: refused as a path's.
+      if (!hasWellFormedEscapes(request.url)) throw new errorCodes.FST_ERR_BAD_URL(request.url)
       const query = request.query as { fields?: unknown }
       const given: unknown[] = typeof query.fields === 'string' ? [query.fields] : Array.isArray(query.fields) ? query.fields : []
       if (given.length > 0) query.fields = given.flatMap((value) => String(value).split(',')).map((field) => field.trim().toLowerCase())

@@ -41,6 +41,7 @@ const uncounted: ErrorHeaderOptions = { rateLimited: false }
 
 /** A path parameter that is not valid percent-encoding: Fastify's own error, under a code named after its status. */
 const malformedUrl: CodedError = { statusCode: 400, code: 'BAD_REQUEST', message: '\'/profile/%ZZ\' is not a valid url component' }
+const malformedQuery: CodedError = { ...malformedUrl, message: '\'/profiles?username=%ZZ\' is not a valid url component' }
 
 /**
  * Refused before any route runs, the same for every operation (Node's HTTP parser, or plugins/http-edges.ts):
@@ -92,7 +93,7 @@ export const fieldErrorResponses = errorResponses(counted, new errors.INVALID_US
 
 /** The errors of the batch as a whole: a bad batch or field list, or protection (members' own go in the body). */
 export const batchErrorResponses = errorResponses(counted,
-  new errors.INVALID_BATCH(51), new errors.INVALID_FIELD('fields', QUERY_VALUES.join(', ')), new errors.RATE_LIMITED(42), shed, ...edgeErrors)
+  new errors.INVALID_BATCH(51), new errors.INVALID_FIELD('fields', QUERY_VALUES.join(', ')), malformedQuery, new errors.RATE_LIMITED(42), shed, ...edgeErrors)
 
 /** The errors of `/healthz` and `/metrics`: never counted, still answered while load is shed. */
 export const unshedErrorResponses = errorResponses(uncounted, ...edgeErrors)

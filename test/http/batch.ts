@@ -108,6 +108,22 @@ t.test('a username is valid in a batch exactly when it is on /profile: 128 code 
   }
 })
 
+t.test('a malformed escape in the query answers 400 BAD_REQUEST, as in a path, and reaches no upstream', async (t) => {
+  const { app, sim } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '0' } })
+  for (const escape of ['%ZZ', '%ED%A0%80', '%E2%82', '%']) {
+    const path = await app.inject(`/profile/${escape}`)
+    const batch = await app.inject(`/profiles?username=alice&username=${escape}`)
+    t.equal(path.statusCode, 400, `${escape}: /profile`)
+    t.equal(batch.statusCode, 400, `${escape}: /profiles`)
+    t.equal(batch.json().code, 'BAD_REQUEST')
+    t.equal(batch.json().code, path.json().code, `${escape}: the same code`)
+    t.equal(batch.headers['cache-control'], 'no-store')
+  }
+  t.equal(sim.stats.dataCalls, 0)
+  const wellFormed = (await app.inject(`/profiles?username=${encodeURIComponent('a+b €')}&username=c+d`)).json()
+  t.same(Object.keys(wellFormed.profiles).sort(), ['a+b €', 'c d'], 'a well-formed escape, and + as a space, still name usernames')
+})
+
 t.test('1 to 50 distinct usernames, duplicates counting once; otherwise 400 INVALID_BATCH', async (t) => {
   const { app, sim } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '0' } })
   const fifty = names('m', 50)

@@ -70,7 +70,10 @@ t.test('a compression that fails leaves the body as it is', async (t) => {
 t.test('Accept-Encoding is read with its weights', async (t) => {
   const cases: Array<[string | undefined, string | undefined]> = [
     [undefined, undefined], ['', undefined], ['identity', undefined], ['gzip', 'gzip'], ['br', 'br'], ['gzip;q=1, br;q=0.5', 'gzip'],
-    ['gzip, br', 'br'], ['*;q=0', undefined], ['br;q=0, gzip;q=0', undefined], ['deflate', undefined], ['BR', 'br']
+    ['gzip, br', 'br'], ['*;q=0', undefined], ['br;q=0, gzip;q=0', undefined], ['deflate', undefined], ['BR', 'br'],
+    // identity weighed above the codings wins; named below them, or not named, it does not.
+    ['identity;q=1, gzip;q=0.1', undefined], ['identity, br;q=0.9', undefined], ['*;q=0.5, identity;q=0.6, gzip;q=0.55', undefined],
+    ['identity;q=0.5, gzip', 'gzip'], ['gzip;q=0.1', 'gzip'], ['*;q=0.5', 'br'], ['identity;q=0, gzip;q=0.1', 'gzip']
   ]
   for (const [header, coding] of cases) t.equal(preferredCoding(header), coding, String(header))
 })

@@ -104,7 +104,7 @@ async function corpus (t: Test): Promise<{ recorded: Recorded[], document: Docum
     { url: '/profiles?username=alice&username=bob&fields=NAME,age' },
     { url: `/profiles?${Array.from({ length: 12 }, (_, i) => `username=user-${i}`).join('&')}`, headers: { 'accept-encoding': 'gzip' } },
     { url: '/profiles?username=alice', headers: { 'if-none-match': await tagOf('/profiles?username=alice') } },
-    { url: '/profiles' }, { url: '/profiles?username=alice&fields=nope', invalid: true },
+    { url: '/profiles' }, { url: '/profiles?username=alice&fields=nope', invalid: true }, { url: '/profiles?username=%ZZ' },
     { url: '/healthz' }, { url: '/readyz' }, { url: '/metrics' },
     { method: 'POST', url: '/admin/purge/alice', headers: admin }, { method: 'POST', url: '/admin/purge/alice' },
     { method: 'POST', url: '/admin/purge/a%01b', headers: admin, invalid: true },
