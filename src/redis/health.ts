@@ -29,6 +29,9 @@ export type HealthListener = (up: boolean) => void
 /** How long a caller waits for one command at most, from when it is issued (see `#bounded`; ioredis's is longer). */
 export const COMMAND_TIMEOUT_MS = 500
 
+/** Until the clock's error is within this (ms), the probe runs at every tick: a first TIME read late is narrowed at once. */
+const SETTLED_CLOCK_ERROR_MS = 5
+
 /**
  * The one answer to "may we talk to Redis now?", read synchronously by every consumer. A command that
  * times out or loses its connection flips it to down at once; from then on `run` rejects without
@@ -111,7 +114,7 @@ export class RedisHealth {
 
   #tick (): void {
     this.#ticks++
-    if (!this.#up || this.#ticks % this.#upProbeEvery === 0) this.#probe()
+    if (!this.#up || this.#ticks % this.#upProbeEvery === 0 || this.#clock.errorMs > SETTLED_CLOCK_ERROR_MS) this.#probe()
   }
 
   #probe (): void {

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events'
+import { mock } from 'node:test'
 import t from 'tap'
 import { RedisClock } from '../../src/redis/clock.ts'
 import { RedisHealth } from '../../src/redis/health.ts'
@@ -117,4 +118,41 @@ t.test('each probe\'s TIME narrows the clock\'s error while Redis is up; a step 
   const before = asked
   await eventually(() => asked > before + 1, 'probed since the step')
   t.equal(clock.toRedis(local) - client.redisTimeMs, 60_000, 'the step is not taken while up (it is at the next reconnection)')
+})
+
+t.test('a first TIME read late (a process busy starting) is narrowed at the next tick, not after the up cadence; then the cadence is back', async (t) => {
+  // Node's mock timers, for this test only: the probe's interval moves without waiting.
+  mock.timers.enable({ apis: ['setInterval'] })
+  t.teardown(() => { mock.timers.reset() })
+  // Late by 6 ms the error is within what the probe settles for; by more, it is not.
+  for (const lateMs of [6, 20, 150, 400]) {
+    const client = new FakeClient()
+    let local = 5_000_000
+    let late = lateMs
+    let asked = 0
+    client.time = async () => {
+      asked++
+      const answer = [Math.floor(client.redisTimeMs / 1000), (client.redisTimeMs % 1000) * 1000]
+      local += late
+      client.redisTimeMs += late
+      return answer
+    }
+    const clock = new RedisClock(() => local)
+    // The production cadence: a tick every 250 ms, a probe every fourth while up.
+    const health = new RedisHealth({ client, clock, downProbeMs: 250, upProbeMs: 1_000, commandTimeoutMs: 50 })
+    const tick = async (): Promise<void> => {
+      mock.timers.tick(250)
+      await settle()
+    }
+    await tick()
+    t.ok(health.up, `${lateMs} ms late: up`)
+    t.equal(clock.errorMs, lateMs / 2 + 1, `${lateMs} ms late: half the round trip`)
+    late = 0
+    await tick()
+    t.equal(clock.errorMs, lateMs > 8 ? 1 : lateMs / 2 + 1, `${lateMs} ms late: ${lateMs > 8 ? 'narrowed at the next tick' : 'left to the up cadence'}`)
+    const settled = asked
+    for (let ticks = 0; ticks < 3; ticks++) await tick()
+    t.ok(asked - settled <= 1, `${lateMs} ms late: then one TIME a second at most (${asked - settled} in three ticks)`)
+    health.close()
+  }
 })
