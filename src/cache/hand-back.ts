@@ -52,6 +52,8 @@ export class HandBack {
     const { driver, alone, copies, up, announce } = this.#options
     while (alone.size > 0 && up()) {
       const entries = [...alone.entries()]
+      // The store's count includes what has expired and is not yet purged, which its snapshot skips.
+      if (entries.length === 0) return alone.dropExpired()
       for (let i = 0; i < entries.length; i += BATCH) {
         await Promise.all(entries.slice(i, i + BATCH).map(async ([key, entry]) => {
           const generation = copies.generation

@@ -96,7 +96,12 @@ export class MemoryDriver implements Tier {
     if (entry === undefined || this.#entries.peek(key) === entry) this.#entries.delete(key)
   }
 
-  /** What is held, for handing over to Redis when it is back. */
+  /** Drops what is past its stale window: `size` counts it until then. */
+  dropExpired (): void {
+    this.#entries.purgeStale()
+  }
+
+  /** What is held, for handing over to Redis when it is back: what has expired, not. */
   entries (): IterableIterator<[string, CacheEntry]> {
     return this.#entries.entries()
   }

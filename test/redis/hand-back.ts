@@ -1,6 +1,9 @@
 import t from 'tap'
 import { createEntry, isFresh } from '../../src/cache/cache-entry.ts'
+import { HandBack } from '../../src/cache/hand-back.ts'
 import { purgeMarkKey } from '../../src/cache/keys.ts'
+import { MemoryDriver } from '../../src/cache/memory-driver.ts'
+import { NearCopies } from '../../src/cache/near-copies.ts'
 import { RedisDriver } from '../../src/cache/redis-driver.ts'
 import { RedisClock } from '../../src/redis/clock.ts'
 import { Clock, eventually, fakeHealth, quietBus, sharedTier, testRedis } from '../helper.ts'
@@ -90,4 +93,37 @@ t.test('the very version Redis holds, handed back after this instance measured R
   t.equal(await redis.hget(key, 't'), stamped, 'Redis\'s entry as A stored it: not written again')
   bHealth.turn(false)
   t.equal(b.tier.held(key)?.etag, v1.etag, 'Redis away again: B still knows it, rather than loading it (a Cluster failover flaps Redis\'s health)')
+})
+
+t.test('what was held alone and is past its stale window by the time Redis is back is dropped, not handed over; the hand-back ends', async (t) => {
+  const clock = new Clock()
+  const alone = new MemoryDriver({ purgeMemoryMs: PURGE_MEMORY_MS, now: clock.now })
+  // The store's count includes what has expired until it is purged: more snapshots than that would be a loop.
+  let snapshots = 0
+  const entries = alone.entries.bind(alone)
+  alone.entries = () => {
+    if (++snapshots > 10) throw new Error('the hand-back keeps taking empty snapshots')
+    return entries()
+  }
+  const written: string[] = []
+  const errors: unknown[] = []
+  const handBack = new HandBack({
+    driver: { set: async (key, entry) => { written.push(key); return entry } },
+    alone,
+    copies: new NearCopies({ now: clock.now }),
+    up: () => true,
+    announce: () => {},
+    onError: (error) => { errors.push(error) }
+  })
+  // A 404 asked for early in an outage, and a profile: their stale windows end at different times.
+  await alone.set('ghost', createEntry(404, '', clock.now(), { freshMs: 60_000, staleMs: 60_000 }))
+  await alone.set('alice', createEntry(200, '"a"', clock.now(), LIFE))
+  clock.advance(121_000)
+  handBack.start()
+  await eventually(() => alone.size === 0, 'nothing held alone any more')
+  t.same(written, ['alice'], 'the servable entry handed over, the expired one not')
+  t.same(errors, [])
+  t.ok(snapshots <= 3, `${snapshots} snapshots of what was held`)
+  handBack.start()
+  t.equal(alone.size, 0, 'started again, nothing to do')
 })
