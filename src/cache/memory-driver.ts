@@ -32,6 +32,7 @@ export class MemoryDriver implements Tier {
   /** Each key's last purge mark, while a load that started before it may still be running. */
   readonly #purged: LRUCache<string, PurgeMark>
   readonly #purgeMemoryMs: number
+  readonly #now: () => number
 
   constructor ({ maxBytes = DEFAULT_MAX_BYTES, encodedBytes = () => 0, telemetry, purgeMemoryMs, now }: MemoryDriverOptions) {
     this.#entries = boundedLru({
@@ -42,6 +43,7 @@ export class MemoryDriver implements Tier {
     })
     this.#purged = boundedLru({ maxEntries: MAX_PURGE_MARKS, now })
     this.#purgeMemoryMs = purgeMemoryMs
+    this.#now = now
     telemetry?.memoryStore(() => ({ entries: this.size, bytes: this.bytes, maxBytes }))
   }
 
@@ -89,6 +91,16 @@ export class MemoryDriver implements Tier {
       found++
     }
     return found
+  }
+
+  /**
+   * Another instance purged `key` (heard on the bus): what it held is dropped, and a load that read its purge mark
+   * before may be stored here (Redis gone, or refusing it), so its fill will be stored stale, as Redis would. One
+   * that read the mark after is stored stale too: one revalidation more, never a purge undone.
+   */
+  purgedElsewhere (key: string): void {
+    this.#entries.delete(key)
+    setUntil(this.#purged, key, randomUUID(), this.#now() + this.#purgeMemoryMs)
   }
 
   /** Drops the key's entry, if it is still `entry` when given: one stored since is kept. */

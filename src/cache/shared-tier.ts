@@ -213,7 +213,8 @@ export class SharedTier implements Tier {
     if (!this.#copies.hear(event)) return
     // A request after another instance's fill or purge reads Redis anew, past what this instance holds.
     this.#reading.delete(event.key)
-    this.#alone.forget(event.key)
+    if (event.type === 'staled') this.#alone.purgedElsewhere(event.key)
+    else this.#alone.forget(event.key)
   }
 
   /** Redis is away: what is known is kept alone for its life (see NearCopies.take), not loaded again; handed back, it undoes no purge (see HANDED_BACK). */

@@ -126,6 +126,31 @@ function tierOverFlakyWrites () {
   return { tier, held, writes, redis, listener, alone, entry }
 }
 
+for (const fallback of ['Redis down before the store', 'a store Redis refuses'] as const) {
+  t.test(`a load that read its purge mark before another instance's purge, kept here (${fallback}), is kept stale: the purge is not undone`, async (t) => {
+    for (const purged of [true, false]) {
+      const up = { up: true, listen: () => {} }
+      const driver: CacheDriver = {
+        get: async () => undefined,
+        set: async () => { throw new ReplyError('OOM command not allowed') },
+        purgeMark: async () => 'mark-before-the-purge',
+        markStale: async () => 0
+      }
+      let hear: (event: BusEvent) => void = () => {}
+      const bus = quietBus({ listen: (listener: (event: BusEvent) => void) => { hear = listener } })
+      const { tier } = sharedTier({ driver, bus, redis: up })
+      const mark = await tier.purgeMark('k')
+      if (purged) hear({ type: 'staled', key: 'k' })
+      if (fallback === 'Redis down before the store') up.up = false
+      const loaded = createEntry(200, '"loaded before the purge"', Date.now(), { freshMs: 300_000, staleMs: 60_000 })
+      const stored = await tier.set('k', loaded, mark)
+      const served = tier.held('k') ?? await tier.get('k')
+      t.equal(stored !== undefined && isFresh(stored, Date.now()), !purged, `${purged ? 'purged meanwhile: stored stale' : 'no purge: stored fresh'}`)
+      t.equal(served !== undefined && isFresh(served, Date.now()), !purged, `${purged ? 'served stale' : 'served fresh'}`)
+    }
+  })
+}
+
 t.test('a write Redis refuses while it is up keeps that fill here, and every other key is still read from Redis', async (t) => {
   const { tier, held, writes, alone, entry } = tierOverFlakyWrites()
   const other = entry('"in Redis"')
