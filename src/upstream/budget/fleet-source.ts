@@ -31,7 +31,8 @@ export interface FleetSourceOptions {
   health?: Pick<RedisHealth, 'up'>
   /** The fleet's live count, when Redis is shared (see Membership). */
   members?: Pick<Membership, 'lastSeen'>
-  now: number
+  /** The app's clock. */
+  now: () => number
   /** The instances counted, when that changes (a gauge). */
   onInstances?: (count: number) => void
   onError: (error: unknown) => void
@@ -47,11 +48,13 @@ export class FleetSource {
   #fleetSlowdown: Slowdown | undefined
   #scope: BudgetScope
   #instances: number
+  /** The last lease came back after its calls had lapsed: Redis answers, but too slowly for a lease's period. */
+  #late = false
 
   constructor (options: FleetSourceOptions) {
     this.#options = options
     this.#instances = options.settings.instances
-    this.#local = new LocalBucket(this.#localLaw(), options.now)
+    this.#local = new LocalBucket(this.#localLaw(), options.now())
     this.#scope = options.shared !== undefined && this.#sharedUp ? 'fleet' : 'instance'
     options.onInstances?.(this.#instances)
   }
@@ -70,12 +73,22 @@ export class FleetSource {
       const slice = sliceAt({ ...settings, instances: this.#instances }, this.rate(now).rps)
       try {
         const batch = slice * this.#instances
-        const lease = await shared.lease(Math.min(batch, Math.max(need, demand)), reserveShare, now, batch)
+        // Late, a lease is used within this instance's share: ask for what that share can hold, not a period's worth.
+        const want = Math.min(this.#late ? Math.floor(this.#local.depth(now)) : batch, Math.max(need, demand))
+        const lease = await shared.lease(want, reserveShare, now, batch)
         this.#fleetSlowdown = lease.slowdown
         this.#scope = 'fleet'
-        // Counted here too: when Redis goes, this instance's bucket holds only what it left of its share, not a burst more.
-        this.#local.take(lease.granted, 0, now)
-        return { granted: lease.granted, retryInMs: lease.retryInMs, lapsesAt }
+        const at = this.#options.now()
+        this.#late = at >= lapsesAt
+        if (!this.#late) {
+          // Counted here too: when Redis goes, this instance's bucket holds only what it left of its share, not a burst more.
+          this.#local.take(lease.granted, 0, now)
+          return { granted: lease.granted, retryInMs: lease.retryInMs, lapsesAt }
+        }
+        // Answered after its calls lapsed (Redis slow, though within its bound): what the fleet granted, within this
+        // instance's share, so that every call sent is one the fleet counted, and none beyond the share.
+        const taken = this.#local.take(Math.min(need, lease.granted), reserveShare, at)
+        return { granted: taken.granted, retryInMs: taken.granted < need ? Math.max(1, lease.retryInMs, taken.retryInMs) : 0, lapsesAt: at + settings.leaseMs }
       } catch (error) {
         onError(error)
       }

@@ -41,6 +41,11 @@ export class LocalBucket {
     return { granted, retryInMs }
   }
 
+  /** The most it can hold at `now`: a burst of its share, at the rate in force. */
+  depth (now: number): number {
+    return depthAt(this.#law, this.rps(now))
+  }
+
   /** A new share (the fleet's count changed): what it holds is kept, within the new depth. */
   resize (law: { rps: number, burst: number }, now: number): void {
     this.take(0, 0, now)

@@ -50,7 +50,7 @@ export function createUpstreamBudget (options: UpstreamBudgetOptions): UpstreamB
       health: redis.health,
       ...(redis.membership !== undefined && { members: redis.membership })
     }),
-    now: now(),
+    now,
     onInstances: (count) => { telemetry.budgetInstances(count) },
     onError
   })

@@ -40,6 +40,47 @@ t.test('Redis going down mid-way: each instance keeps to its share, and no calle
   await timers.idle()
 })
 
+t.test('a Redis answering slowly within its bound: a lease answered after its calls lapsed serves from the share, within the bound, at every delay', async (t) => {
+  const { redis, prefix } = testRedis(t)
+  // A lease lasts 100 ms at this rate: delays on either side of it, up to the Redis layer's 500 ms bound.
+  for (const delayMs of [0, 50, 99, 100, 150, 300, 499]) {
+    const clock = new Clock()
+    const timers = new Timers(clock)
+    const settings = settingsOf(RPS, 2)
+    const start = clock.now()
+    // Each answer is read `delayMs` after it was asked for, on the test's clock (answers asked for together, together).
+    const slow = Object.assign(Object.create(redis) as typeof redis, {
+      eval: async (...args: Parameters<typeof redis.eval>) => {
+        // Leases that never serve anyone would go on for ever: a failure, not a hang.
+        if (clock.now() > start + 60_000) throw new Error('a minute of leases')
+        const due = clock.now() + delayMs
+        const reply = await redis.eval(...args)
+        clock.advance(Math.max(0, due - clock.now()))
+        return reply
+      }
+    })
+    const errors: unknown[] = []
+    const shared = { redis: slow, key: `${prefix}${delayMs}:upstream:budget`, health: fakeHealth() }
+    const a = instance({ clock, timers, settings, shared, errors })
+    const b = instance({ clock, timers, settings, shared, errors })
+    const calls = new Outcomes(clock)
+    const done = new AbortController()
+    calls.ask(a, 'caller', 300, done.signal, 'a')
+    calls.ask(b, 'caller', 300, done.signal, 'b')
+    await timers.advance(4_000)
+    const seconds = (clock.now() - start) / 1000
+    for (const name of ['a', 'b']) {
+      // At least its share of the rate: the fleet's half, or its own share and bucket.
+      t.ok(calls.grantedOf(name) >= 0.8 * 25 * seconds, `${delayMs} ms: ${name} served ${calls.grantedOf(name)} calls in ${seconds.toFixed(2)} s`)
+    }
+    t.ok(calls.peak(1000) <= RPS + settings.burst, `${delayMs} ms: the fleet's busiest second ${calls.peak(1000)} calls (bound ${RPS + settings.burst})`)
+    t.equal(calls.refused.length, 0, `${delayMs} ms: no caller refused`)
+    t.same(errors, [], `${delayMs} ms: no error`)
+    done.abort()
+    await timers.idle()
+  }
+})
+
 t.test('a command that fails before Redis is known to be down is reported, and the call comes from the share', async (t) => {
   const clock = new Clock()
   const timers = new Timers(clock)

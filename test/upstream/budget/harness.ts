@@ -56,7 +56,7 @@ export function instance ({ clock, timers, settings, shared, telemetry, errors =
       health: shared.health
     }),
     ...(members !== undefined && { members }),
-    now: clock.now(),
+    now: clock.now,
     onError
   })
   const tracked = {
