@@ -1918,7 +1918,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: `INVALID_BATCH`, `INVALID_FIELD`, `MALFORMED_REQUEST` */
+            /** @description Bad Request: `INVALID_BATCH`, `INVALID_FIELD`, `BAD_REQUEST`, `MALFORMED_REQUEST` */
             400: {
                 headers: {
                     /** @description `no-store`, except 404: `public, max-age=<seconds>` */
@@ -1937,7 +1937,7 @@ export interface operations {
                     "application/json": {
                         statusCode: number;
                         /** @enum {string} */
-                        code: "INVALID_BATCH" | "INVALID_FIELD" | "MALFORMED_REQUEST";
+                        code: "INVALID_BATCH" | "INVALID_FIELD" | "BAD_REQUEST" | "MALFORMED_REQUEST";
                         error: string;
                         message: string;
                     };
