@@ -69,9 +69,10 @@ t.test('a Redis answering slowly within its bound: a lease answered after its ca
     calls.ask(b, 'caller', 300, done.signal, 'b')
     await timers.advance(4_000)
     const seconds = (clock.now() - start) / 1000
+    // The fleet's rate, near enough, and neither instance starved (the fleet's bucket need not split it evenly).
+    t.ok(calls.granted.length >= 0.8 * RPS * seconds, `${delayMs} ms: ${calls.granted.length} calls served in ${seconds.toFixed(2)} s`)
     for (const name of ['a', 'b']) {
-      // At least its share of the rate: the fleet's half, or its own share and bucket.
-      t.ok(calls.grantedOf(name) >= 0.8 * 25 * seconds, `${delayMs} ms: ${name} served ${calls.grantedOf(name)} calls in ${seconds.toFixed(2)} s`)
+      t.ok(calls.grantedOf(name) >= 0.5 * (RPS / 2) * seconds, `${delayMs} ms: ${name} served ${calls.grantedOf(name)}`)
     }
     t.ok(calls.peak(1000) <= RPS + settings.burst, `${delayMs} ms: the fleet's busiest second ${calls.peak(1000)} calls (bound ${RPS + settings.burst})`)
     t.equal(calls.refused.length, 0, `${delayMs} ms: no caller refused`)
