@@ -43,9 +43,9 @@ local granted = math.max(0, math.min(want, math.floor(level - reserve)))
 level = level - granted
 held = held + granted
 local retry = 0
--- Empty now, or short of what was wanted: when to ask again, with a batch to be had.
+-- Empty now, or short of what was wanted: when to ask again, with a batch to be had (no more than the bucket holds).
 if granted < want or level - reserve < 1 then
-  local short = reserve + tonumber(ARGV[9]) - level
+  local short = reserve + math.min(tonumber(ARGV[9]), math.max(1, room - reserve)) - level
   retry = short * 1000 / effective
   -- Held calls leave the count only when their lease period is over.
   if level + short > room - held - heldBefore then retry = math.max(retry, (epoch + 1) * leaseMs - t) end

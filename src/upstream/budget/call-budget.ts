@@ -86,7 +86,8 @@ export class CallBudget {
         cancelWait()
         signal.removeEventListener('abort', abort)
       }
-      const waiter: Waiter = { priority, sendBy, grant: () => { leave(); resolve() }, refuse: (error) => { leave(); reject(error) } }
+      // Counted when granted, not when its caller resumes: the callers still in line are judged by that pace at once.
+      const waiter: Waiter = { priority, sendBy, grant: () => { leave(); this.#let(priority); resolve() }, refuse: (error) => { leave(); reject(error) } }
       const abort = (): void => { waiter.refuse(this.#refusal(priority, signal.reason)) }
       const maxWaitMs = rules.callerFacing ? rules.maxWaitMs : Math.min(rules.maxWaitMs, this.#backgroundWaitMs)
       const cancelWait = maxWaitMs === Infinity
@@ -98,7 +99,6 @@ export class CallBudget {
       if (this.#retry !== undefined) this.#defer(waiter)
       this.#pump()
     })
-    this.#let(priority)
   }
 
   /** A caller's refusal known before it queues (a retry pending: the budget is short; those ahead keep it past `sendBy`): now, not a 503 at its deadline. */

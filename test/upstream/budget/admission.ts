@@ -102,3 +102,23 @@ t.test('an instance served faster than its share (the others idle) admits the ca
   backlog.abort()
   await Promise.all(queued)
 })
+
+t.test('a live fleet larger than the burst (20 instances, the others idle): the callers one call a second reaches are served, none refused, none kept waiting for calls the bucket cannot hold', async (t) => {
+  const { redis, prefix } = testRedis(t)
+  for (const [rps, burst] of [[1, 1], [2, 1], [10, 5]] as const) {
+    const clock = new Clock()
+    const timers = new Timers(clock)
+    const settings = settingsOf(rps, 20, burst)
+    const gate = instance({ clock, timers, settings, shared: { redis, key: `${prefix}${rps}:upstream:budget`, health: fakeHealth() }, members: { lastSeen: 20 } })
+    // As many callers as one call a second sends before their 4.5 s are up (the pace the gate judges by once it has
+    // granted one: it counts on no more of a fleet whose share is a twentieth of the rate).
+    const callers = 4
+    const start = clock.now()
+    const outcomes: Array<{ at: number, error?: unknown }> = []
+    for (let i = 0; i < callers; i++) ask(gate, clock, start + 4_500).outcome.then((outcome) => { outcomes.push(outcome) }, () => {})
+    await timers.advance(5_000)
+    const refused = outcomes.filter((outcome) => outcome.error !== undefined)
+    t.equal(outcomes.length, callers, `${rps}/s, burst ${burst}: every caller answered within its time`)
+    t.equal(refused.length, 0, `${rps}/s, burst ${burst}: ${callers} callers, none refused (waits ${outcomes.map((outcome) => outcome.error === undefined ? outcome.at - start : '503').join(', ')} ms)`)
+  }
+})
