@@ -55,11 +55,12 @@ export class SharedBudgetBucket {
   /**
    * Up to `want` calls at `now` (local), leaving `reserveShare` of the bucket to others; when that leaves it empty,
    * `retryInMs` is when `batch` more could be had (asking for each call as it refills would cost a round trip per call).
+   * `drain`: the instance sent calls on its own share while Redis was away; the bucket is emptied first.
    */
-  async lease (want: number, reserveShare: number, now: number, batch: number): Promise<SharedLease> {
+  async lease (want: number, reserveShare: number, now: number, batch: number, drain = false): Promise<SharedLease> {
     const { redis, health, clock, key, law } = this.#options
     const reply = await health.run(async () => await redis.eval(LEASE, 1, key, clock.toRedis(now), want, law.rps, law.burst,
-      law.leaseMs, reserveShare, law.recoveryRps / 1000, law.ttlMs, batch)) as [number, number, string, string, string]
+      law.leaseMs, reserveShare, law.recoveryRps / 1000, law.ttlMs, batch, drain ? 1 : 0)) as [number, number, string, string, string]
     const [granted, retryInMs, ...slowdown] = reply
     return { granted, retryInMs, slowdown: this.#slowdownOf(slowdown) }
   }

@@ -19,7 +19,9 @@ end`
 
 /**
  * KEYS[1] the bucket; ARGV: now, calls wanted, configured rate (calls/s), depth, lease ms, share of the depth a
- * lease must leave in the bucket, recovery (calls/s per ms), state ttl ms, batch (the calls worth asking again for).
+ * lease must leave in the bucket, recovery (calls/s per ms), state ttl ms, batch (the calls worth asking again for),
+ * 1 to empty the bucket first (the instance sent calls on its own share while Redis was away, and the bucket refilled
+ * meanwhile as if nobody had).
  * Returns the calls granted, the ms until a batch more could be had (0 while the bucket still has calls), and the
  * last halving (cut, cutAt, from; '' if none).
  */
@@ -38,6 +40,7 @@ local last, held, heldBefore = tonumber(s[3]) or epoch, tonumber(s[4]) or 0, ton
 if epoch == last + 1 then heldBefore, held = held, 0 elseif epoch > last + 1 then heldBefore, held = 0, 0 end
 local level = tonumber(s[1]) or room
 level = math.max(0, math.min(room - held - heldBefore, level + rateAt(rate, recover, cut, from, at) * (t - at) / 1000))
+if ARGV[10] == '1' then level = 0 end
 local reserve = math.floor(reserveShare * room)
 local granted = math.max(0, math.min(want, math.floor(level - reserve)))
 level = level - granted

@@ -45,6 +45,8 @@ export interface FleetSourceOptions {
 export class FleetSource {
   readonly #options: FleetSourceOptions
   readonly #local: LocalBucket
+  /** When it last sent a call on its own share: back on the fleet's bucket within its refill time, it empties it. */
+  #sentAloneAt = -Infinity
   #fleetSlowdown: Slowdown | undefined
   #scope: BudgetScope
   #instances: number
@@ -75,7 +77,10 @@ export class FleetSource {
         const batch = slice * this.#instances
         // Late, a lease is used within this instance's share: ask for what that share can hold, not a period's worth.
         const want = Math.min(this.#late ? Math.floor(this.#local.depth(now)) : batch, Math.max(need, demand))
-        const lease = await shared.lease(want, reserveShare, now, batch)
+        // Back from its own share: the fleet's bucket refilled as if nobody had sent a call, while each instance sent on
+        // its share, which none can count for the others: it starts again empty rather than with a burst on top.
+        const drain = this.#scope === 'instance' && now - this.#sentAloneAt < 1000 * settings.burst / settings.rps
+        const lease = await shared.lease(want, reserveShare, now, batch, drain)
         this.#fleetSlowdown = lease.slowdown
         this.#scope = 'fleet'
         const at = this.#options.now()
@@ -93,8 +98,12 @@ export class FleetSource {
         onError(error)
       }
     }
+    // Off the fleet's bucket, which may have given the others its burst: from an empty bucket of its own, not a burst more.
+    if (this.#scope === 'fleet') this.#local.empty(now)
     this.#scope = 'instance'
-    return { ...this.#local.take(need, reserveShare, now), lapsesAt }
+    const taken = this.#local.take(need, reserveShare, now)
+    if (taken.granted > 0) this.#sentAloneAt = now
+    return { ...taken, lapsesAt }
   }
 
   /** An upstream 429: halves this instance's share and, through Redis, the fleet's. */

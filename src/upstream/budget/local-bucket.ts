@@ -41,6 +41,12 @@ export class LocalBucket {
     return { granted, retryInMs }
   }
 
+  /** Holds nothing from `now`: refills from there. */
+  empty (now: number): void {
+    this.take(0, 0, now)
+    this.#level = 0
+  }
+
   /** The most it can hold at `now`: a burst of its share, at the rate in force. */
   depth (now: number): number {
     return depthAt(this.#law, this.rps(now))
