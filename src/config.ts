@@ -7,7 +7,12 @@ FormatRegistry.Set('http-url', (value) => {
   const { protocol } = new URL(value)
   return protocol === 'http:' || protocol === 'https:'
 })
-FormatRegistry.Set('redis-url', (value) => URL.canParse(value) && /^rediss?:$/.test(new URL(value).protocol))
+// redis:// or rediss://, and a database number or none: ioredis would send `SELECT NaN` after start-up, and fail there.
+FormatRegistry.Set('redis-url', (value) => {
+  if (!URL.canParse(value)) return false
+  const { protocol, pathname } = new URL(value)
+  return /^rediss?:$/.test(protocol) && /^(\/\d*)?$/.test(pathname)
+})
 
 /** The standard samplers of `OTEL_TRACES_SAMPLER` that need nothing beyond the SDK. */
 const TRACE_SAMPLERS = [
@@ -17,8 +22,18 @@ const TRACE_SAMPLERS = [
 /** `host:port,host:port,...` (a host may be a bracketed IPv6 address). */
 const SENTINELS = '^(\\[[^\\]]+\\]|[^,:\\s\\[\\]]+):\\d{1,5}(,(\\[[^\\]]+\\]|[^,:\\s\\[\\]]+):\\d{1,5})*$'
 
+/** The largest delta-seconds a cache honours (RFC 9111, section 1.2.2). */
+const MAX_SECONDS = 2_147_483_647
+/** Node's timers take at most this many ms (more runs them at once): the shutdown's two delays share it. */
+const MAX_SHUTDOWN_MS = 3_600_000
+/** A caller's whole wait; the deadlines derived from it (a load lasts up to twice it) stay within Node's timers. */
+const MAX_UPSTREAM_TIMEOUT_MS = 600_000
+
 const Seconds = (defaultValue: number, description: string, minimum = 0) =>
-  Type.Integer({ minimum, default: defaultValue, description })
+  Type.Integer({ minimum, maximum: MAX_SECONDS, default: defaultValue, description })
+
+/** Variables whose values no message may repeat; a URL's credentials are cut from any (see `shown`). */
+const SECRETS = new Set(['CLIENT_ID', 'CLIENT_SECRET', 'ADMIN_TOKEN', 'REDIS_SENTINEL_PASSWORD'])
 
 /**
  * The service's whole configuration, named as the environment names it. This schema is the single
@@ -34,7 +49,7 @@ export const ConfigSchema = Type.Object({
   CLIENT_SECRET: Type.String({ minLength: 1, description: 'issued client secret; never logged, never returned' }),
   AUDIENCE: Type.Optional(Type.String({ minLength: 1, description: '`audience` of the token request (default: `UPSTREAM_BASE_URL`)' })),
   AUTH_SCHEME: Type.String({ default: 'Bearer', description: 'prefix of the Authorization value (empty: the bare token)' }),
-  TOKEN_DEFAULT_TTL_SECONDS: Type.Integer({ minimum: 1, default: 3600, description: 'token lifetime assumed when the answer has no `expires_in`' }),
+  TOKEN_DEFAULT_TTL_SECONDS: Seconds(3600, 'token lifetime assumed when the answer has no `expires_in`', 1),
   REDIS_URL: Type.Optional(Type.String({ format: 'redis-url', description: 'e.g. `redis://127.0.0.1:6379/0`; unset: an in-process cache' })),
   REDIS_CLUSTER: Type.Boolean({ default: false, description: '`true`: `REDIS_URL` names one seed node of a Redis Cluster' }),
   REDIS_SENTINELS: Type.Optional(Type.String({ pattern: SENTINELS, description: '`host:port,host:port,...` of Redis Sentinels; with `REDIS_SENTINEL_NAME`, the primary they name is the Redis (credentials and TLS from `REDIS_URL`)' })),
@@ -46,7 +61,7 @@ export const ConfigSchema = Type.Object({
   TIMELINE_TTL_SECONDS: Seconds(60, 'a cached timeline is fresh this long (at least 1)', 1),
   STALE_TTL_SECONDS: Seconds(86400, 'after freshness ends, an entry may still be served while revalidating or when the upstream fails'),
   NOT_FOUND_TTL_SECONDS: Seconds(60, 'an upstream 404 is remembered this long (at least 1)', 1),
-  UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 5000, description: 'a caller\'s whole wait for the upstream (queue, token, request and body), from its request\'s arrival' }),
+  UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 1, maximum: MAX_UPSTREAM_TIMEOUT_MS, default: 5000, description: 'a caller\'s whole wait for the upstream (queue, token, request and body), from its request\'s arrival (at most 10 minutes)' }),
   UPSTREAM_MAX_CONCURRENCY: Type.Integer({ minimum: 1, default: 32, description: 'upstream requests in flight per instance' }),
   UPSTREAM_MAX_RPS: Type.Integer({ minimum: 0, default: 0, description: 'the deployment\'s calls per second to the upstream\'s data routes, shared by every instance on one Redis (0: unlimited)' }),
   UPSTREAM_BURST: Type.Optional(Type.Integer({ minimum: 1, description: 'calls above `UPSTREAM_MAX_RPS` allowed in a burst (default: `UPSTREAM_MAX_RPS`, one second of the rate)' })),
@@ -54,8 +69,8 @@ export const ConfigSchema = Type.Object({
   RATE_LIMIT_PER_MINUTE: Type.Integer({ minimum: 0, default: 600, description: 'per client address; `0` turns it off' }),
   CORS_ORIGINS: Type.String({ default: '*', description: 'comma-separated allowed origins' }),
   TRUST_PROXY: Type.Boolean({ default: false, description: 'honour `X-Forwarded-For`' }),
-  SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, default: 5000, description: 'on SIGTERM/SIGINT, how long `/readyz` answers 503 while requests are still served, so a load balancer stops routing here before the listener closes (0: close at once)' }),
-  SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 10000, description: 'then, how long requests in flight may take to finish before the process exits anyway' }),
+  SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: MAX_SHUTDOWN_MS, default: 5000, description: 'on SIGTERM/SIGINT, how long `/readyz` answers 503 while requests are still served, so a load balancer stops routing here before the listener closes (0: close at once)' }),
+  SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 1, maximum: MAX_SHUTDOWN_MS, default: 10000, description: 'then, how long requests in flight may take to finish before the process exits anyway' }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info', description: 'pino level' }
@@ -88,9 +103,15 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
     const value = env[key]
     if (value !== undefined && (value !== '' || key === 'AUTH_SCHEME')) raw[key] = value
   }
-  const converted = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, raw))
   // One line for all of them, in the schema's order, one problem per variable.
   const problems = new Map<string, string>()
+  // TypeBox's conversion reads `1e3` as 1, `3000.5` as 3000 and `true` as 1: a number must be written as one.
+  for (const [name, value] of Object.entries(raw)) {
+    const schema = ConfigSchema.properties[name as keyof typeof ConfigSchema.properties] as TSchema
+    const form = schema.type === 'integer' ? /^-?\d+$/ : schema.type === 'number' ? /^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i : undefined
+    if (form !== undefined && !form.test(String(value).trim())) problems.set(name, describe(name, schema, raw))
+  }
+  const converted = Value.Convert(ConfigSchema, Value.Default(ConfigSchema, raw))
   for (const error of Value.Errors(ConfigSchema, converted)) {
     const name = error.path.replace(/^\//, '')
     if (!problems.has(name)) problems.set(name, describe(name, error.schema, raw))
@@ -114,10 +135,17 @@ function sentinelProblems (config: Partial<Config>): Array<[string, string]> {
 
 function describe (name: string, schema: TSchema, raw: Record<string, unknown>): string {
   if (!(name in raw)) return `${name} is required (${String(schema.description)})`
-  const expected = schema.format !== undefined
-    ? `an absolute ${schema.format === 'redis-url' ? 'redis://' : 'http(s)'} URL`
-    : expectation(schema)
-  return `${name} must be ${expected}, got ${JSON.stringify(raw[name])}`
+  const expected = schema.format === 'redis-url'
+    ? 'an absolute redis:// or rediss:// URL, with a database number or none'
+    : schema.format !== undefined ? 'an absolute http(s) URL' : expectation(schema)
+  return `${name} must be ${expected}, got ${shown(name, raw[name])}`
+}
+
+/** A value as a message may repeat it: never a secret's, and a URL's credentials (all before its last `@`) cut. */
+function shown (name: string, value: unknown): string {
+  if (SECRETS.has(name)) return 'a value not repeated here (a secret)'
+  if (typeof value !== 'string') return JSON.stringify(value)
+  return JSON.stringify(value.replace(/^([a-z][a-z\d+.-]*:\/\/)?.*@/is, (_all, scheme: string | undefined) => `${scheme ?? ''}***@`))
 }
 
 function expectation (schema: TSchema): string {

@@ -60,11 +60,23 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
   const cases: Array<[Record<string, string>, RegExp]> = [
     [{ ...required, UPSTREAM_BASE_URL: 'nope' }, /^UPSTREAM_BASE_URL must be an absolute http\(s\) URL, got "nope"$/],
     [{ ...required, AUTH_URL: 'ftp://id.example' }, /^AUTH_URL must be an absolute http\(s\) URL/],
-    [{ ...required, REDIS_URL: 'localhost:6379' }, /^REDIS_URL must be an absolute redis:\/\/ URL/],
-    [{ ...required, PROFILE_TTL_SECONDS: 'five' }, /^PROFILE_TTL_SECONDS must be an integer >= 1, got "five"$/],
+    [{ ...required, REDIS_URL: 'localhost:6379' }, /^REDIS_URL must be an absolute redis:\/\/ or rediss:\/\/ URL, with a database number or none/],
+    // ioredis would send SELECT NaN once started, and the process would exit.
+    [{ ...required, REDIS_URL: 'redis://redis:6379/cache' }, /^REDIS_URL must be .*, got "redis:\/\/redis:6379\/cache"$/],
+    // A URL's credentials are never repeated, even where they make it unreadable (an unencoded `/` in the password).
+    [{ ...required, REDIS_URL: 'redis://:pa/ss-SECRET@redis:6379' }, /^REDIS_URL must be .*, got "redis:\/\/\*\*\*@redis:6379"$/],
+    [{ ...required, REDIS_URL: 'valkey://user:SECRET@redis:6379' }, /^REDIS_URL must be .*, got "valkey:\/\/\*\*\*@redis:6379"$/],
+    [{ ...required, PROFILE_TTL_SECONDS: 'five' }, /^PROFILE_TTL_SECONDS must be an integer >= 1 and <= 2147483647, got "five"$/],
+    // Written as a number, or refused: TypeBox's conversion alone would read these as 1, 1, 3000 and 16.
+    ...['1e3', 'true', '3000.5', '0x10'].map((value): [Record<string, string>, RegExp] =>
+      [{ ...required, PORT: value }, new RegExp(`^PORT must be an integer >= 0 and <= 65535, got "${value.replace('.', '\\.')}"$`)]),
+    [{ ...required, STALE_TTL_SECONDS: '0.9' }, /^STALE_TTL_SECONDS must be an integer >= 0 and <= 2147483647, got "0\.9"$/],
+    // Past Node's timers a deadline fires at once: every call would time out, a shutdown would not drain.
+    [{ ...required, UPSTREAM_TIMEOUT_MS: '99999999999' }, /^UPSTREAM_TIMEOUT_MS must be an integer >= 1 and <= 600000, got 99999999999$/],
+    [{ ...required, SHUTDOWN_DELAY_MS: '2147483648' }, /^SHUTDOWN_DELAY_MS must be an integer >= 0 and <= 3600000, got 2147483648$/],
     // A freshness of 0 would send every request upstream: the service's promises start at 1 s.
     ...['PROFILE_TTL_SECONDS', 'TIMELINE_TTL_SECONDS', 'NOT_FOUND_TTL_SECONDS'].map((name): [Record<string, string>, RegExp] =>
-      [{ ...required, [name]: '0' }, new RegExp(`^${name} must be an integer >= 1, got 0$`)]),
+      [{ ...required, [name]: '0' }, new RegExp(`^${name} must be an integer >= 1 and <= 2147483647, got 0$`)]),
     [{ ...required, PORT: '70000' }, /^PORT must be an integer >= 0 and <= 65535/],
     [{ ...required, TRUST_PROXY: 'maybe' }, /^TRUST_PROXY must be true or false/],
     [{ ...required, LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],
