@@ -31,8 +31,15 @@ async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptio
     return
   }
   const client = createRedisClient(url, app.config)
+  // Whether why Redis is away was said at warn since it was last up: a wrong password or a Sentinel naming no primary
+  // would otherwise show only at debug, Redis never having been up to go down.
+  let told = false
   // Without a listener ioredis reports connection errors as unhandled; they are expected during an outage.
-  client.on('error', (err: unknown) => app.log.debug({ err }, 'redis connection error'))
+  client.on('error', (err: unknown) => {
+    if (told || health.up) return app.log.debug({ err }, 'redis connection error')
+    told = true
+    app.log.warn({ err }, 'redis unreached: serving from the in-process cache')
+  })
   const onError = (err: unknown): void => app.log.debug({ err }, 'redis command failed')
   const clock = new RedisClock(now)
   const health = new RedisHealth({
@@ -40,6 +47,7 @@ async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptio
     clock,
     onChange: (up, cause) => {
       app.telemetry.redis(up)
+      told = !up
       if (up) app.log.info('redis is up: the cache is shared again')
       else app.log.warn({ err: cause }, 'redis is down: serving from the in-process cache')
     }

@@ -63,7 +63,8 @@ export class RedisServer {
     try {
       await eventually(async () => {
         if (child.exitCode !== null) throw new PortLost(`redis-server on ${this.port} exited with ${child.exitCode}`)
-        return await probe.ping().then(() => true, () => false)
+        // Redis refusing the PING (NOAUTH, with --requirepass) is Redis answering.
+        return await probe.ping().then(() => true, (error: unknown) => error instanceof Error && error.name === 'ReplyError')
       }, `redis-server on ${this.port}`)
     } finally {
       probe.disconnect()

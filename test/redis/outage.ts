@@ -1,7 +1,7 @@
 import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
 import { profileOf } from '../../dev/profiles.ts'
-import { cacheStack, eventually, RedisServer, untilRedisReady } from '../helper.ts'
+import { cacheStack, capturedLogger, eventually, RedisServer, stack, untilRedisReady } from '../helper.ts'
 
 const ADMIN_TOKEN = 'outage-admin-token'
 const USERNAMES = ['alice', 'bob', ...Array.from({ length: 7 }, (_, i) => `member-${i}`)]
@@ -72,4 +72,19 @@ t.test('Redis unreachable from the start: the service serves from the in-process
   t.match(again.headers['cache-control'], /max-age=(2[7-9]\d|300),/)
   t.equal(sim.callsFor('profile', 'eve'), 1)
   t.same((await app.inject('/readyz')).json().redis, 'down')
+})
+
+t.test('Redis refusing this instance (a wrong password) is said once at warn, with Redis\'s reason, never the password', async (t) => {
+  const redis = await RedisServer.start(t, ['--requirepass', 'right-password'])
+  const { logger, lines, raw } = capturedLogger()
+  const wrong = redis.url.replace('redis://', 'redis://:wrong-password@')
+  const { app } = await stack(t, { env: { REDIS_URL: wrong }, logger })
+  t.equal((await app.inject('/profile/eve')).statusCode, 200, 'served from the in-process cache')
+  // Each reconnection fails alike: wait for a few, then count the warnings.
+  await eventually(() => lines.filter((line) => line.msg === 'redis connection error').length >= 2, 'reconnections failing')
+  const warned = lines.filter((line) => line.level === 40 && /^redis/.test(String(line.msg)))
+  t.equal(warned.length, 1, 'one warning, however many reconnections fail')
+  t.match(warned[0], { msg: 'redis unreached: serving from the in-process cache', err: { message: /WRONGPASS|NOAUTH/ } })
+  t.notMatch(raw.join('\n'), 'wrong-password', 'the password is never logged')
+  t.equal((await app.inject('/readyz')).json().redis, 'down')
 })
