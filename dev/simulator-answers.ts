@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 
 export type Fault =
   | { kind: 'status', status: number, retryAfter?: string }
-  | { kind: 'invalid-json' }
+  | { kind: 'invalid-json', body?: string }
   | { kind: 'wrong-shape' }
   | { kind: 'oversized', bytes: number }
   | { kind: 'hang' }
@@ -26,7 +26,7 @@ export async function applyFault (res: ServerResponse, fault: Fault): Promise<vo
       return
     case 'invalid-json':
       res.writeHead(200, { 'content-type': 'application/json' })
-      res.end('{"user": {"name": "trunc')
+      res.end(fault.body ?? '{"user": {"name": "trunc')
       return
     case 'wrong-shape':
       return sendJson(res, 200, { data: { unexpected: true } })

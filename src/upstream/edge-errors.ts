@@ -74,7 +74,9 @@ export function contractError (error: unknown, signal: AbortSignal | undefined, 
   if (error instanceof UPSTREAM_AUTH_FAILED || isBudgetRefusal(error)) return error
   if (isTimeout(error)) return new UPSTREAM_TIMEOUT(callerMs, { cause: error })
   if (isConnectionError(error)) return new UPSTREAM_ERROR('it could not be reached', { cause: error })
-  if (isTooLarge(error) || error instanceof SyntaxError) return new UPSTREAM_INVALID_RESPONSE({ cause: error })
+  if (isTooLarge(error)) return new UPSTREAM_INVALID_RESPONSE({ cause: error })
+  // No cause: the parser's message quotes the body, which may echo what was sent (a token) into the log.
+  if (error instanceof SyntaxError) return new UPSTREAM_INVALID_RESPONSE()
   return new UPSTREAM_ERROR('the request failed', { cause: error })
 }
 

@@ -17,13 +17,16 @@ t.test('token exchanges, upstream failures and credentialed requests leave no se
   t.equal((await app.inject({ url: '/profile/bob', headers })).statusCode, 200, 'refused token, renewed, retried')
   sim.failNext({ kind: 'status', status: 500 })
   t.equal((await app.inject({ url: '/profile/carol', headers })).statusCode, 502)
+  // A 200 that is not JSON and echoes what it was sent: the parser's message would quote it.
+  sim.failNext({ kind: 'invalid-json', body: 'sim_echoed-bearer-token' })
+  t.equal((await app.inject({ url: '/profile/erin', headers })).statusCode, 502)
   sim.failTokenNext({ kind: 'status', status: 401 })
   sim.revokeTokens()
   t.equal((await app.inject({ url: '/profile/dave/timeline', headers })).statusCode, 502, 'the identity provider refuses')
   t.equal(sim.stats.tokensIssued, 2)
 
   const text = raw.join('\n')
-  t.equal(new Set(lines.map((line) => line.reqId).filter(Boolean)).size, 4, 'the log speaks of each of the four requests checked below')
+  t.equal(new Set(lines.map((line) => line.reqId).filter(Boolean)).size, 5, 'the log speaks of each of the five requests checked below')
   t.notMatch(text, config.CLIENT_SECRET, 'the client secret never appears')
   t.notMatch(text, /sim_/, 'no issued token appears')
   t.notMatch(text, 'user-jwt-3f9c', 'nor a caller\'s Authorization')
