@@ -40,6 +40,9 @@ export class TokenEndpoint {
     const { defaultTtlSeconds } = this.#options
     const { access_token: value, expires_in: expiresIn } = await this.#request(signal)
     if (typeof value !== 'string' || value === '') throw new UPSTREAM_AUTH_FAILED('the identity provider answered without access_token')
+    // RFC 6749's access token is visible ASCII: one with a control or non-ASCII character could never be sent in a
+    // header, and every call would fail while the token looked held.
+    if (!/^[\x20-\x7e]+$/.test(value)) throw new UPSTREAM_AUTH_FAILED('the identity provider answered an access_token no header can carry')
     const seconds = Number(expiresIn)
     // A missing, zero or unreadable lifetime means the configured default rather than a token renewed on every call.
     const ttlSeconds = expiresIn !== undefined && expiresIn !== null && Number.isFinite(seconds) && seconds > 0 ? seconds : defaultTtlSeconds

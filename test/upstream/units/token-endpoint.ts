@@ -81,3 +81,23 @@ t.test('a 200 whose body is not JSON (the bare token, say) fails the exchange, a
     t.notMatch(lines.join(''), TOKEN.slice(0, 10), `${body.slice(0, 12)}...: not a piece of the body in the log`)
   }
 })
+
+t.test('an access_token no header can carry (a line break, a non-ASCII character) fails the exchange, not every call after it', async (t) => {
+  for (const token of ['abc\r\nX-Injected: 1', 'abc\u00e9', 'abc\u0000']) {
+    const provider = createHttpServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: token, expires_in: 3600 }))
+    })
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve))
+    t.teardown(() => { provider.close() })
+    const endpoint = new TokenEndpoint({
+      connection: () => originConnection(`http://127.0.0.1:${(provider.address() as AddressInfo).port}`, EXCHANGE_DEADLINE_MS),
+      tokenPath: '/oauth/token',
+      clientId: 'id',
+      clientSecret: 'secret',
+      audience: 'audience',
+      defaultTtlSeconds: 3600,
+      timeoutMs: EXCHANGE_DEADLINE_MS
+    })
+    await t.rejects(endpoint.exchange(), { code: 'UPSTREAM_AUTH_FAILED', message: /no header can carry/ }, JSON.stringify(token))
+  }
+})
