@@ -30,12 +30,17 @@ export interface SharedLease {
   /** When one more call could be granted, if fewer than wanted were. */
   retryInMs: number
   slowdown: SharedSlowdown | undefined
+  /**
+   * Until when (this instance's time, less its clock's error, up to half a lease) the bucket counts the calls granted
+   * as held: past it, they may go to others too.
+   */
+  heldUntil: number
 }
 
 export interface SharedBudgetBucketOptions {
   redis: Pick<RedisCommands, 'eval'>
   health: Pick<RedisHealth, 'run'>
-  clock: Pick<RedisClock, 'toRedis' | 'toLocal'>
+  clock: Pick<RedisClock, 'toRedis' | 'toLocal' | 'errorMs'>
   /** Under the deployment's prefix: one key for the whole fleet. */
   key: string
   law: SharedBudgetLaw
@@ -60,9 +65,10 @@ export class SharedBudgetBucket {
   async lease (want: number, reserveShare: number, now: number, batch: number, drain = false): Promise<SharedLease> {
     const { redis, health, clock, key, law } = this.#options
     const reply = await health.run(async () => await redis.eval(LEASE, 1, key, clock.toRedis(now), want, law.rps, law.burst,
-      law.leaseMs, reserveShare, law.recoveryRps / 1000, law.ttlMs, batch, drain ? 1 : 0)) as [number, number, string, string, string]
-    const [granted, retryInMs, ...slowdown] = reply
-    return { granted, retryInMs, slowdown: this.#slowdownOf(slowdown) }
+      law.leaseMs, reserveShare, law.recoveryRps / 1000, law.ttlMs, batch, drain ? 1 : 0)) as [number, number, string, string, string, string]
+    const [granted, retryInMs, cut, cutAt, from, heldUntil] = reply
+    const margin = Math.min(clock.errorMs, law.leaseMs / 2)
+    return { granted, retryInMs, slowdown: this.#slowdownOf([cut, cutAt, from]), heldUntil: clock.toLocal(Number(heldUntil)) - margin }
   }
 
   /** Halves the fleet's rate (once per cooldown); its recovery starts `holdMs` from `now`. */

@@ -22,8 +22,8 @@ end`
  * lease must leave in the bucket, recovery (calls/s per ms), state ttl ms, batch (the calls worth asking again for),
  * 1 to empty the bucket first (the instance sent calls on its own share while Redis was away, and the bucket refilled
  * meanwhile as if nobody had).
- * Returns the calls granted, the ms until a batch more could be had (0 while the bucket still has calls), and the
- * last halving (cut, cutAt, from; '' if none).
+ * Returns the calls granted, the ms until a batch more could be had (0 while the bucket still has calls), the
+ * last halving (cut, cutAt, from; '' if none), and until when the bucket counts this lease's calls as held.
  */
 export const LEASE = `${RATE_AT}
 local s = redis.call('HMGET', KEYS[1], 'level', 'at', 'epoch', 'held', 'heldBefore', 'cut', 'cutAt', 'from')
@@ -56,7 +56,7 @@ if granted < want or level - reserve < 1 then
 end
 redis.call('HSET', KEYS[1], 'level', tostring(level), 'at', tostring(t), 'epoch', epoch, 'held', held, 'heldBefore', heldBefore)
 redis.call('PEXPIRE', KEYS[1], ARGV[8])
-return {granted, retry, tostring(cut or ''), s[7] or '', tostring(from)}`
+return {granted, retry, tostring(cut or ''), s[7] or '', tostring(from), tostring((epoch + 2) * leaseMs)}`
 
 /**
  * KEYS[1] the bucket; ARGV: now, configured rate, recovery (calls/s per ms), hold ms (the recovery starts after it),

@@ -1,9 +1,12 @@
 import type { RedisHealth } from '../../redis/health.ts'
 import type { Membership } from '../../redis/membership.ts'
-import type { SharedBudgetBucket } from '../../redis/budget-bucket.ts'
+import type { SharedBudgetBucket, SharedLease } from '../../redis/budget-bucket.ts'
 import { effectiveRps, MAX_HOLD_MS, sliceAt, type BudgetSettings, type Slowdown } from './law.ts'
 import { LocalBucket } from './local-bucket.ts'
 import type { BudgetScope } from '../../telemetry/telemetry.ts'
+
+/** After a lease Redis answered too late to use, this instance keeps to its own share this long before asking again. */
+const SLOW_REDIS_HOLD_MS = 5_000
 
 /** Calls granted to this instance. */
 export interface Grant {
@@ -28,7 +31,8 @@ export interface FleetSourceOptions {
   settings: BudgetSettings
   /** Absent without Redis: the instance then keeps to its share. */
   shared?: Pick<SharedBudgetBucket, 'lease' | 'slowDown'>
-  health?: Pick<RedisHealth, 'up'>
+  /** Whether Redis answers, and (where it can tell) when that changes. */
+  health?: Pick<RedisHealth, 'up'> & Partial<Pick<RedisHealth, 'listen'>>
   /** The fleet's live count, when Redis is shared (see Membership). */
   members?: Pick<Membership, 'lastSeen'>
   /** The app's clock. */
@@ -45,19 +49,20 @@ export interface FleetSourceOptions {
 export class FleetSource {
   readonly #options: FleetSourceOptions
   readonly #local: LocalBucket
-  /** When it last sent a call on its own share: back on the fleet's bucket within its refill time, it empties it. */
-  #sentAloneAt = -Infinity
+  /** Redis was down for this instance since its last lease: its next one empties the fleet's bucket. */
+  #away = false
+  /** Until then its calls come from its own share without asking Redis, whose last lease came back too late. */
+  #slowUntil = -Infinity
   #fleetSlowdown: Slowdown | undefined
   #scope: BudgetScope
   #instances: number
-  /** The last lease came back after its calls had lapsed: Redis answers, but too slowly for a lease's period. */
-  #late = false
 
   constructor (options: FleetSourceOptions) {
     this.#options = options
     this.#instances = options.settings.instances
     this.#local = new LocalBucket(this.#localLaw(), options.now())
     this.#scope = options.shared !== undefined && this.#sharedUp ? 'fleet' : 'instance'
+    options.health?.listen?.((up) => { if (!up) this.#away = true })
     options.onInstances?.(this.#instances)
   }
 
@@ -69,41 +74,45 @@ export class FleetSource {
    */
   async lease (need: number, demand: number, reserveShare: number, now: number): Promise<Grant> {
     const { settings, shared, onError } = this.#options
-    const lapsesAt = now + settings.leaseMs
     this.#count(now)
-    if (shared !== undefined && this.#sharedUp) {
-      const slice = sliceAt({ ...settings, instances: this.#instances }, this.rate(now).rps)
-      try {
-        const batch = slice * this.#instances
-        // Late, a lease is used within this instance's share: ask for what that share can hold, not a period's worth.
-        const want = Math.min(this.#late ? Math.floor(this.#local.depth(now)) : batch, Math.max(need, demand))
-        // Back from its own share: the fleet's bucket refilled as if nobody had sent a call, while each instance sent on
-        // its share, which none can count for the others: it starts again empty rather than with a burst on top.
-        const drain = this.#scope === 'instance' && now - this.#sentAloneAt < 1000 * settings.burst / settings.rps
-        const lease = await shared.lease(want, reserveShare, now, batch, drain)
-        this.#fleetSlowdown = lease.slowdown
-        this.#scope = 'fleet'
-        const at = this.#options.now()
-        this.#late = at >= lapsesAt
-        if (!this.#late) {
-          // Counted here too: when Redis goes, this instance's bucket holds only what it left of its share, not a burst more.
-          this.#local.take(lease.granted, 0, now)
-          return { granted: lease.granted, retryInMs: lease.retryInMs, lapsesAt }
-        }
-        // Answered after its calls lapsed (Redis slow, though within its bound): what the fleet granted, within this
-        // instance's share, so that every call sent is one the fleet counted, and none beyond the share.
-        const taken = this.#local.take(Math.min(need, lease.granted), reserveShare, at)
-        return { granted: taken.granted, retryInMs: taken.granted < need ? Math.max(1, lease.retryInMs, taken.retryInMs) : 0, lapsesAt: at + settings.leaseMs }
-      } catch (error) {
-        onError(error)
-      }
+    if (shared === undefined || !this.#sharedUp) return this.#alone(need, reserveShare, now, 'down')
+    if (now < this.#slowUntil) return this.#alone(need, reserveShare, now, 'slow')
+    const slice = sliceAt({ ...settings, instances: this.#instances }, this.rate(now).rps)
+    const batch = slice * this.#instances
+    let lease: SharedLease
+    try {
+      // Back after Redis was away: the fleet's bucket refilled meanwhile as if nobody had sent a call, while every
+      // instance sent on its share, which none can count for the others. It starts again empty, not a burst on top.
+      lease = await shared.lease(Math.min(batch, Math.max(need, demand)), reserveShare, now, batch, this.#away)
+    } catch (error) {
+      onError(error)
+      return this.#alone(need, reserveShare, this.#options.now(), 'failed')
     }
-    // Off the fleet's bucket, which may have given the others its burst: from an empty bucket of its own, not a burst more.
-    if (this.#scope === 'fleet') this.#local.empty(now)
+    this.#away = false
+    this.#fleetSlowdown = lease.slowdown
+    const at = this.#options.now()
+    // Answered after the bucket stopped counting its calls (Redis slow, within its bound): they may be others' by now,
+    // and each lease would hold its callers for a round trip: its own share serves for a while, asking Redis nothing.
+    if (at >= lease.heldUntil) {
+      this.#slowUntil = at + SLOW_REDIS_HOLD_MS
+      return this.#alone(need, reserveShare, at, 'slow')
+    }
+    this.#scope = 'fleet'
+    // Counted here too: a failed lease goes on from what this instance left of its share, not a burst more.
+    this.#local.take(lease.granted, 0, now)
+    return { granted: lease.granted, retryInMs: lease.retryInMs, lapsesAt: lease.heldUntil }
+  }
+
+  /**
+   * Calls from this instance's own share. Leaving the fleet's bucket, which may have given the others its burst, for
+   * Redis down or too slow: from an empty bucket of its own. For one lease that failed while Redis answers: from what
+   * the bucket holds (what this instance left of its share), at once, since a flap should cost no caller.
+   */
+  #alone (need: number, reserveShare: number, now: number, why: 'down' | 'slow' | 'failed'): Grant {
+    if (why !== 'failed' && this.#scope === 'fleet') this.#local.empty(now)
+    this.#away ||= why === 'down'
     this.#scope = 'instance'
-    const taken = this.#local.take(need, reserveShare, now)
-    if (taken.granted > 0) this.#sentAloneAt = now
-    return { ...taken, lapsesAt }
+    return { ...this.#local.take(need, reserveShare, now), lapsesAt: now + this.#options.settings.leaseMs }
   }
 
   /** An upstream 429: halves this instance's share and, through Redis, the fleet's. */

@@ -47,11 +47,6 @@ export class LocalBucket {
     this.#level = 0
   }
 
-  /** The most it can hold at `now`: a burst of its share, at the rate in force. */
-  depth (now: number): number {
-    return depthAt(this.#law, this.rps(now))
-  }
-
   /** A new share (the fleet's count changed): what it holds is kept, within the new depth. */
   resize (law: { rps: number, burst: number }, now: number): void {
     this.take(0, 0, now)

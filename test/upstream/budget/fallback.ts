@@ -40,84 +40,106 @@ t.test('Redis going down mid-way: each instance keeps to its share, and no calle
   await timers.idle()
 })
 
-t.test('a Redis answering slowly within its bound: a lease answered after its calls lapsed serves from the share, within the bound, at every delay', async (t) => {
+t.test('a Redis answering slowly within its bound: callers are served, within the bound, at every delay, a lease of 100 ms or 20 ms', async (t) => {
   const { redis, prefix } = testRedis(t)
-  // A lease lasts 100 ms at this rate: delays on either side of it, up to the Redis layer's 500 ms bound.
-  for (const delayMs of [0, 50, 99, 100, 150, 300, 499]) {
-    const clock = new Clock()
-    const timers = new Timers(clock)
-    const settings = settingsOf(RPS, 2)
-    const start = clock.now()
-    // Each answer is read `delayMs` after it was asked for, on the test's clock (answers asked for together, together).
-    const slow = Object.assign(Object.create(redis) as typeof redis, {
-      eval: async (...args: Parameters<typeof redis.eval>) => {
-        // Leases that never serve anyone would go on for ever: a failure, not a hang.
-        if (clock.now() > start + 60_000) throw new Error('a minute of leases')
-        const due = clock.now() + delayMs
-        const reply = await redis.eval(...args)
-        clock.advance(Math.max(0, due - clock.now()))
-        return reply
-      }
-    })
-    const errors: unknown[] = []
-    const shared = { redis: slow, key: `${prefix}${delayMs}:upstream:budget`, health: fakeHealth() }
-    const a = instance({ clock, timers, settings, shared, errors })
-    const b = instance({ clock, timers, settings, shared, errors })
-    const calls = new Outcomes(clock)
-    const done = new AbortController()
-    calls.ask(a, 'caller', 300, done.signal, 'a')
-    calls.ask(b, 'caller', 300, done.signal, 'b')
-    await timers.advance(4_000)
-    const seconds = (clock.now() - start) / 1000
-    // The fleet's rate, near enough, and neither instance starved (the fleet's bucket need not split it evenly).
-    t.ok(calls.granted.length >= 0.8 * RPS * seconds, `${delayMs} ms: ${calls.granted.length} calls served in ${seconds.toFixed(2)} s`)
-    for (const name of ['a', 'b']) {
-      t.ok(calls.grantedOf(name) >= 0.5 * (RPS / 2) * seconds, `${delayMs} ms: ${name} served ${calls.grantedOf(name)}`)
+  // At 50 calls/s a lease lasts 100 ms, at 100 calls/s with a burst of 10 it lasts 20 ms: delays on either side of
+  // it, up to the Redis layer's 500 ms bound.
+  for (const [rps, burst] of [[50, 50], [100, 10]] as const) {
+    for (const delayMs of [0, 19, 50, 99, 100, 150, 300, 499]) {
+      const clock = new Clock()
+      const timers = new Timers(clock)
+      const settings = settingsOf(rps, 2, burst)
+      const start = clock.now()
+      // Each answer is read `delayMs` after it was asked for, on the test's clock (answers asked for together, together).
+      const slow = Object.assign(Object.create(redis) as typeof redis, {
+        eval: async (...args: Parameters<typeof redis.eval>) => {
+          // Leases that never serve anyone would go on for ever: a failure, not a hang.
+          if (clock.now() > start + 60_000) throw new Error('a minute of leases')
+          const due = clock.now() + delayMs
+          const reply = await redis.eval(...args)
+          clock.advance(Math.max(0, due - clock.now()))
+          return reply
+        }
+      })
+      const errors: unknown[] = []
+      const shared = { redis: slow, key: `${prefix}${rps}-${delayMs}:upstream:budget`, health: fakeHealth() }
+      const a = instance({ clock, timers, settings, shared, errors })
+      const b = instance({ clock, timers, settings, shared, errors })
+      const calls = new Outcomes(clock)
+      const done = new AbortController()
+      calls.ask(a, 'caller', 3 * rps, done.signal, 'a')
+      calls.ask(b, 'caller', 3 * rps, done.signal, 'b')
+      await timers.advance(4_000)
+      const seconds = (clock.now() - start) / 1000
+      const label = `${rps}/s, burst ${burst}, ${delayMs} ms`
+      // The fleet's rate, near enough, and neither instance starved (the fleet's bucket need not split it evenly).
+      t.ok(calls.granted.length >= 0.8 * rps * seconds, `${label}: ${calls.granted.length} calls served in ${seconds.toFixed(2)} s`)
+      for (const name of ['a', 'b']) t.ok(calls.grantedOf(name) >= 0.5 * (rps / 2) * seconds, `${label}: ${name} served ${calls.grantedOf(name)}`)
+      // Near a lease's time one instance may find Redis too slow while the other still leases: it then sends its share
+      // uncounted by the fleet (the open case of docs/upstream-budget.md). Past twice that time neither leases.
+      const bound = rps + burst + (delayMs > 0 && delayMs < 2 * settings.leaseMs ? rps / 2 : 0)
+      t.ok(calls.peak(1000) <= bound, `${label}: the fleet's busiest second ${calls.peak(1000)} calls (bound ${bound})`)
+      t.equal(calls.refused.length, 0, `${label}: no caller refused`)
+      t.same(errors, [], `${label}: no error`)
+      done.abort()
+      await timers.idle()
     }
-    t.ok(calls.peak(1000) <= RPS + settings.burst, `${delayMs} ms: the fleet's busiest second ${calls.peak(1000)} calls (bound ${RPS + settings.burst})`)
-    t.equal(calls.refused.length, 0, `${delayMs} ms: no caller refused`)
-    t.same(errors, [], `${delayMs} ms: no error`)
-    done.abort()
-    await timers.idle()
   }
 })
 
 t.test('across Redis going down and coming back, the fleet keeps to rate x window + burst in short windows too', async (t) => {
   const { redis, prefix } = testRedis(t)
   const bound = (windowMs: number): number => 100 * windowMs / 1000 + 100
-  for (const scenario of ['down: one instance took the burst, the other was idle', 'back: both idle through the outage, then a rush as it ends'] as const) {
+  const scenarios = [
+    'down: one instance took the burst, the other was idle',
+    'back: both idle through the outage, then a rush as it ends',
+    'back: one sent on its share just before the end, the other, idle throughout, gets a rush after it'
+  ] as const
+  for (const [index, scenario] of scenarios.entries()) {
     const clock = new Clock()
     const timers = new Timers(clock)
     const settings = settingsOf(100, 2, 100)
-    const health = fakeHealth(scenario.startsWith('down'))
-    const shared = { redis, key: `${prefix}${scenario.slice(0, 4)}:upstream:budget`, health }
+    // As RedisHealth does, it tells the instances when Redis goes (an idle one learns of the outage that way).
+    const listeners: Array<(up: boolean) => void> = []
+    const health = Object.assign(fakeHealth(scenario.startsWith('down')), { listen: (listener: (up: boolean) => void) => { listeners.push(listener) } })
+    const turn = (up: boolean): void => { health.up = up; for (const listener of listeners) listener(up) }
+    const shared = { redis, key: `${prefix}${index}:upstream:budget`, health }
     const a = instance({ clock, timers, settings, shared, members: { lastSeen: 2 } })
     const b = instance({ clock, timers, settings, shared, members: { lastSeen: 2 } })
     const calls = new Outcomes(clock)
     const done = new AbortController()
-    if (scenario.startsWith('down')) {
+    if (index === 0) {
       calls.ask(a, 'caller', 150, done.signal)
       await timers.advance(50)
-      health.up = false
+      turn(false)
       calls.ask(b, 'caller', 150, done.signal)
-    } else {
+    } else if (index === 1) {
       await timers.advance(2_000)
       calls.ask(a, 'caller', 150, done.signal)
       calls.ask(b, 'caller', 150, done.signal)
       await timers.advance(50)
+      turn(true)
+    } else {
+      // Redis was up when they started, then went: b sends on its share, a is idle.
       health.up = true
+      turn(false)
+      await timers.advance(2_000)
+      calls.ask(b, 'caller', 50, done.signal)
+      await timers.advance(50)
+      turn(true)
+      calls.ask(a, 'caller', 150, done.signal)
     }
     await timers.advance(1_000)
     for (const windowMs of [100, 200, 400, 1_000]) {
       t.ok(calls.peak(windowMs) <= bound(windowMs), `${scenario}: ${calls.peak(windowMs)} calls in the busiest ${windowMs} ms (bound ${bound(windowMs)})`)
     }
-    t.ok(calls.granted.length >= 150, `${scenario}: ${calls.granted.length} calls served in the second after`)
+    t.ok(calls.granted.length >= 100, `${scenario}: ${calls.granted.length} calls served in the second after (the rate's worth at least)`)
     done.abort()
     await timers.idle()
   }
 })
 
-t.test('a command that fails before Redis is known to be down is reported, and the call comes from the share, from an empty bucket', async (t) => {
+t.test('a command that fails before Redis is known to be down is reported, and the call comes from the share at once', async (t) => {
   const clock = new Clock()
   const timers = new Timers(clock)
   const errors: unknown[] = []
@@ -125,11 +147,7 @@ t.test('a command that fails before Redis is known to be down is reported, and t
   const calls = new Outcomes(clock)
   calls.ask(gate, 'caller', 3)
   await timers.idle()
-  // The fleet's bucket may have given its burst to the others: this instance's own starts empty, at 25 calls a second
-  // (asked again 100 ms after each failed lease).
-  t.equal(calls.granted.length, 0, 'none at once')
-  await timers.advance(250)
-  t.equal(calls.granted.length, 3, 'three within a quarter of a second')
+  t.equal(calls.granted.length, 3, 'a flap costs no caller: from what its own bucket holds')
   t.ok(errors.length >= 1, 'each failed command reported (RedisHealth would then mark Redis down)')
   t.equal(gate.rate().scope, 'instance')
   const reported = errors.length

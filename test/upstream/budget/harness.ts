@@ -33,7 +33,7 @@ export interface InstanceOptions {
   timers: Timers
   settings: BudgetSettings
   /** The fleet's bucket: a client on the shared Redis and the key every instance uses. */
-  shared?: { redis: Redis, key: string, health: Pick<RedisHealth, 'up' | 'run'>, clock?: RedisClock }
+  shared?: { redis: Redis, key: string, health: Pick<RedisHealth, 'up' | 'run'> & Partial<Pick<RedisHealth, 'listen'>>, clock?: RedisClock }
   telemetry?: BudgetTelemetry
   errors?: unknown[]
   /** The fleet's live count as this instance sees it (see Membership). */
