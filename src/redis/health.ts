@@ -29,8 +29,12 @@ export type HealthListener = (up: boolean) => void
 /** How long a caller waits for one command at most, from when it is issued (see `#bounded`; ioredis's is longer). */
 export const COMMAND_TIMEOUT_MS = 500
 
-/** Until the clock's error is within this (ms), the probe runs at every tick: a first TIME read late is narrowed at once. */
+/**
+ * Until the clock's error is within this (ms), the probe runs at every tick: a first TIME read late is narrowed at once.
+ * At most this many times after Redis comes up: a Redis whose round trip is that long (another zone) narrows it no more.
+ */
 const SETTLED_CLOCK_ERROR_MS = 5
+const SETTLING_PROBES = 8
 
 /**
  * The one answer to "may we talk to Redis now?", read synchronously by every consumer. A command that
@@ -52,6 +56,8 @@ export class RedisHealth {
   #probing = false
   #closed = false
   #ticks = 0
+  /** Probes left to narrow the clock's error at every tick. */
+  #settling = 0
 
   constructor ({ client, clock, downProbeMs = 250, upProbeMs = 1_000, commandTimeoutMs = COMMAND_TIMEOUT_MS, onChange = () => {} }: RedisHealthOptions) {
     this.#client = client
@@ -114,7 +120,9 @@ export class RedisHealth {
 
   #tick (): void {
     this.#ticks++
-    if (!this.#up || this.#ticks % this.#upProbeEvery === 0 || this.#clock.errorMs > SETTLED_CLOCK_ERROR_MS) this.#probe()
+    const settling = this.#settling > 0 && this.#clock.errorMs > SETTLED_CLOCK_ERROR_MS
+    if (settling) this.#settling--
+    if (!this.#up || this.#ticks % this.#upProbeEvery === 0 || settling) this.#probe()
   }
 
   #probe (): void {
@@ -134,8 +142,9 @@ export class RedisHealth {
     const sentAt = now()
     const time = await this.#bounded(this.#client.time())
     const answer: [string, string] = [String(time[0]), String(time[1])]
-    if (this.#up) this.#clock.refine(answer, sentAt, now())
-    else this.#clock.sync(answer, sentAt, now())
+    if (this.#up) return this.#clock.refine(answer, sentAt, now())
+    this.#clock.sync(answer, sentAt, now())
+    this.#settling = SETTLING_PROBES
   }
 
   #down (cause: unknown): void {

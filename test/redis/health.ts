@@ -155,4 +155,24 @@ t.test('a first TIME read late (a process busy starting) is narrowed at the next
     t.ok(asked - settled <= 1, `${lateMs} ms late: then one TIME a second at most (${asked - settled} in three ticks)`)
     health.close()
   }
+  // A round trip of 20 ms (another zone) never narrows the error below 5 ms: eight probes, then the up cadence.
+  const client = new FakeClient()
+  let local = 5_000_000
+  let asked = 0
+  client.time = async () => {
+    asked++
+    const answer = [Math.floor((client.redisTimeMs + 10) / 1000), ((client.redisTimeMs + 10) % 1000) * 1000]
+    local += 20
+    client.redisTimeMs += 20
+    return answer
+  }
+  const clock = new RedisClock(() => local)
+  const health = new RedisHealth({ client, clock, downProbeMs: 250, upProbeMs: 1_000, commandTimeoutMs: 50 })
+  for (let ticks = 0; ticks < 41; ticks++) {
+    mock.timers.tick(250)
+    await settle()
+  }
+  t.ok(clock.errorMs > 5, `a 20 ms round trip: the error stays ${clock.errorMs} ms`)
+  t.ok(asked <= 1 + 8 + 10, `a 20 ms round trip: ${asked} TIMEs in ten seconds, not 40`)
+  health.close()
 })
