@@ -3,14 +3,14 @@ import { createEntry } from '../../../src/cache/cache-entry.ts'
 import { RefreshAhead } from '../../../src/cache/refresh-ahead.ts'
 
 // Refresh-ahead acts once per entry version, and no earlier than nine tenths into the configured freshness, whatever
-// jitter made of the entry's own.
+// jitter made of the entry's own: at the first hit from there of an entry hot since half of it.
 
 const FRESHNESS_S = [1, 2, 3, 5, 6, 10, 30, 300]
 /** Jitter draws: none, some, nearly the most (a tenth shorter: an entry fresh for just over nine tenths). */
 const DRAWS = [0, 0.5, 0.999]
 
 for (const freshnessS of FRESHNESS_S) {
-  t.test(`${freshnessS} s of freshness: due once, at the fifth hit from nine tenths of it`, async (t) => {
+  t.test(`${freshnessS} s of freshness: due once, at the first hit from nine tenths of it when hot since half of it, else at the fifth`, async (t) => {
     const freshMs = freshnessS * 1000
     const leadStart = Math.ceil(freshMs * 0.9)
     for (const draw of DRAWS) {
@@ -19,8 +19,12 @@ for (const freshnessS of FRESHNESS_S) {
       // Hits throughout its first nine tenths, far more than make it hot: with the most jitter, past 0.81 of it.
       const early = Array.from({ length: 50 }, (_, hit) => refreshAhead.due(entry, freshMs, Math.floor(hit * (leadStart - 1) / 49)))
       t.notOk(early.includes(true), `draw ${draw}: never before nine tenths (${leadStart} ms) of the configured ${freshMs} ms`)
-      const late = Array.from({ length: 20 }, (_, hit) => refreshAhead.due(entry, freshMs, leadStart + Math.floor(hit * (entry.freshUntil - 1 - leadStart) / 19)))
-      t.same(late.flatMap((due, hit) => due ? [hit + 1] : []), [5], `draw ${draw}: the fifth hit from there to the end of its ${entry.freshUntil} ms, and no other`)
+      const lateHits = (counted: typeof refreshAhead, of: typeof entry): number[] => Array.from({ length: 20 }, (_, hit) =>
+        counted.due(of, freshMs, leadStart + Math.floor(hit * (of.freshUntil - 1 - leadStart) / 19))).flatMap((due, hit) => due ? [hit + 1] : [])
+      t.same(lateHits(refreshAhead, entry), [1], `draw ${draw}: hot since half of it, the first hit from there to the end of its ${entry.freshUntil} ms, and no other`)
+      // Asked for only from nine tenths on: hot at its fifth hit there.
+      const cold = createEntry(200, '"v"', 0, { freshMs, staleMs: 60_000 }, () => draw)
+      t.same(lateHits(new RefreshAhead(), cold), [5], `draw ${draw}: not hot before, the fifth hit from nine tenths`)
     }
   })
 }
