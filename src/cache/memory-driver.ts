@@ -94,9 +94,9 @@ export class MemoryDriver implements Tier {
   }
 
   /**
-   * Another instance purged `key` (heard on the bus): what it held is dropped, and a load that read its purge mark
-   * before may be stored here (Redis gone, or refusing it), so its fill will be stored stale, as Redis would. One
-   * that read the mark after is stored stale too: one revalidation more, never a purge undone.
+   * Another instance purged `key` (heard on the bus): what it held is dropped, and a load that read Redis's purge mark
+   * before may be stored here (Redis gone before it could store it), so its fill will be stored stale, as Redis would.
+   * One that read the mark after is stored stale too: one revalidation more, never a purge undone.
    */
   purgedElsewhere (key: string): void {
     this.#entries.delete(key)

@@ -1,4 +1,4 @@
-import type { CacheEntry } from './cache-entry.ts'
+import { markedStale, type CacheEntry } from './cache-entry.ts'
 import type { CacheDriver, ClaimedLoad, PurgeMark, Tier } from './driver.ts'
 import { HandBack } from './hand-back.ts'
 import type { MemoryDriver } from './memory-driver.ts'
@@ -120,10 +120,10 @@ export class SharedTier implements Tier {
     } catch (error) {
       // Redis refused it (or failed meanwhile): the load still shelters the upstream from here, and is handed over later.
       this.#onError(error, key)
-      return await this.#alone.set(key, entry, mark)
+      return await this.#alone.set(key, ...await this.#judged(key, entry, mark))
     }
     // Redis went away meanwhile (another command failed): held alone too, as Redis took it (stale, if a purge came since).
-    if (!this.#redis.up) return stored === undefined ? undefined : await this.#alone.set(key, stored, mark)
+    if (!this.#redis.up) return stored === undefined ? undefined : await this.#alone.set(key, stored, await this.#alone.purgeMark(key))
     // A read that started before this write may answer what it replaced, and what was held alone is older.
     this.#reading.delete(key)
     this.#alone.forget(key)
@@ -133,6 +133,17 @@ export class SharedTier implements Tier {
     this.#copies.keep(key, stored, generation)
     this.#announce(key, stored)
     return stored
+  }
+
+  /**
+   * A fill Redis refused, as this instance's store should take it: where Redis can still be read (a write refused: OOM,
+   * READONLY), its purge mark says whether a purge came since the load read `mark`; else this store's memory of the
+   * purges it heard judges it (stale after any, see MemoryDriver.purgedElsewhere).
+   */
+  async #judged (key: string, entry: CacheEntry, mark: PurgeMark | undefined): Promise<[CacheEntry, PurgeMark | undefined]> {
+    const current = mark === undefined ? undefined : await this.#driver.purgeMark(key).catch(() => undefined)
+    if (current === undefined) return [entry, mark]
+    return [current === mark ? entry : markedStale(entry), await this.#alone.purgeMark(key)]
   }
 
   /** Here at once; in Redis too, which rejects while it is down (the purge then did not reach the other instances). */
