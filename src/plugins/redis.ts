@@ -45,6 +45,7 @@ async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptio
   const health = new RedisHealth({
     client,
     clock,
+    database: Number(new URL(url).pathname.slice(1) || 0),
     onChange: (up, cause) => {
       app.telemetry.redis(up)
       told = !up

@@ -8,6 +8,8 @@ export interface ProbedClient extends Pick<RedisCommands, 'time'> {
   status: string
   on: (event: 'ready' | 'close', listener: () => void) => unknown
   disconnect: (reconnect?: boolean) => void
+  /** CLIENT INFO: which database the connection is on. */
+  client?: (subcommand: 'INFO') => Promise<unknown>
 }
 
 export interface RedisHealthOptions {
@@ -22,6 +24,8 @@ export interface RedisHealthOptions {
   commandTimeoutMs?: number
   /** Reported on every change (metrics, logs). */
   onChange?: (up: boolean, cause?: unknown) => void
+  /** The database REDIS_URL names (0 when none). */
+  database?: number
 }
 
 export type HealthListener = (up: boolean) => void
@@ -44,6 +48,7 @@ const SETTLING_PROBES = 8
  */
 export class RedisHealth {
   readonly #client: ProbedClient
+  readonly #database: number
   readonly #clock: RedisClock
   readonly #upProbeEvery: number
   readonly #commandTimeoutMs: number
@@ -59,8 +64,9 @@ export class RedisHealth {
   /** Probes left to narrow the clock's error at every tick. */
   #settling = 0
 
-  constructor ({ client, clock, downProbeMs = 250, upProbeMs = 1_000, commandTimeoutMs = COMMAND_TIMEOUT_MS, onChange = () => {} }: RedisHealthOptions) {
+  constructor ({ client, clock, downProbeMs = 250, upProbeMs = 1_000, commandTimeoutMs = COMMAND_TIMEOUT_MS, onChange = () => {}, database = 0 }: RedisHealthOptions) {
     this.#client = client
+    this.#database = database
     this.#clock = clock
     this.#upProbeEvery = Math.max(1, Math.round(upProbeMs / downProbeMs))
     this.#commandTimeoutMs = commandTimeoutMs
@@ -138,6 +144,7 @@ export class RedisHealth {
   /** A TIME: coming up, it sets the clock before anyone converts a time with it; while up, it narrows the clock's error. */
   async #probeCommand (): Promise<void> {
     if (!everySlotServed(this.#client)) throw new Error('a Cluster shard has no primary connected')
+    if (!this.#up) await this.#onNamedDatabase()
     const now = this.#clock.localNow
     const sentAt = now()
     const time = await this.#bounded(this.#client.time())
@@ -145,6 +152,14 @@ export class RedisHealth {
     if (this.#up) return this.#clock.refine(answer, sentAt, now())
     this.#clock.sync(answer, sentAt, now())
     this.#settling = SETTLING_PROBES
+  }
+
+  /** Coming up: on the database REDIS_URL names, or not up at all (ioredis goes on with database 0 when SELECT is refused). */
+  async #onNamedDatabase (): Promise<void> {
+    const db = this.#database
+    if (db === 0 || this.#client.client === undefined || this.#client instanceof Cluster) return
+    const info = String(await this.#bounded(this.#client.client('INFO')))
+    if (!info.includes(` db=${db} `)) throw new Error(`redis refused database ${db} (its SELECT failed): the cache stays in-process`)
   }
 
   #down (cause: unknown): void {

@@ -1,4 +1,5 @@
 import { setImmediate as turn } from 'node:timers/promises'
+import { Redis } from 'ioredis'
 import t from 'tap'
 import { profileOf } from '../../dev/profiles.ts'
 import { cacheStack, capturedLogger, eventually, RedisServer, stack, untilRedisReady } from '../helper.ts'
@@ -87,4 +88,28 @@ t.test('Redis refusing this instance (a wrong password) is said once at warn, wi
   t.match(warned[0], { msg: 'redis unreached: serving from the in-process cache', err: { message: /WRONGPASS|NOAUTH/ } })
   t.notMatch(raw.join('\n'), 'wrong-password', 'the password is never logged')
   t.equal((await app.inject('/readyz')).json().redis, 'down')
+})
+
+t.test('REDIS_URL naming a database Redis refuses: said at warn, and Redis is not used (nothing lands in database 0); one it has is used', async (t) => {
+  const { logger, lines } = capturedLogger()
+  const refused = await stack(t, { env: { REDIS_URL: 'redis://127.0.0.1:6379/99' }, logger })
+  t.equal((await refused.app.inject('/profile/eve')).statusCode, 200, 'served from the in-process cache')
+  await eventually(() => lines.some((line) => line.level === 40), 'a warning')
+  t.match(lines.find((line) => line.level === 40), { msg: 'redis unreached: serving from the in-process cache', err: { message: /DB index is out of range/ } })
+  t.equal((await refused.app.inject('/readyz')).json().redis, 'down')
+  const probe = new Redis('redis://127.0.0.1:6379/0')
+  const db1 = new Redis('redis://127.0.0.1:6379/1')
+  t.teardown(() => { probe.disconnect(); db1.disconnect() })
+  t.same(await probe.keys(`${refused.config.CACHE_KEY_PREFIX}*`), [], 'nothing written to database 0')
+
+  const named = await stack(t, { env: { REDIS_URL: 'redis://127.0.0.1:6379/1' } })
+  // Its keys go once it has closed (teardowns run last registered first: this one before the app's own close).
+  t.teardown(async () => {
+    await named.app.close()
+    const keys = await db1.keys(`${named.config.CACHE_KEY_PREFIX}*`)
+    if (keys.length > 0) await db1.del(...keys)
+  })
+  await eventually(async () => (await named.app.inject('/readyz')).json().redis === 'up', 'redis up on database 1')
+  t.equal((await named.app.inject('/profile/eve')).statusCode, 200)
+  await eventually(async () => (await db1.keys(`${named.config.CACHE_KEY_PREFIX}*`)).length > 0, 'its entries in database 1')
 })
