@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import { mock } from 'node:test'
 import t from 'tap'
+import { ReplyError } from 'ioredis'
 import { RedisClock } from '../../src/redis/clock.ts'
 import { RedisHealth } from '../../src/redis/health.ts'
 import { eventually, settle } from '../helper.ts'
@@ -175,4 +176,21 @@ t.test('a first TIME read late (a process busy starting) is narrowed at the next
   t.ok(clock.errorMs > 5, `a 20 ms round trip: the error stays ${clock.errorMs} ms`)
   t.ok(asked <= 1 + 8 + 10, `a 20 ms round trip: ${asked} TIMEs in ten seconds, not 40`)
   health.close()
+})
+
+t.test('coming up, the database REDIS_URL names must be the connection\'s; a Redis that cannot say (CLIENT INFO refused) is taken as on it', async (t) => {
+  const cases = [
+    ['id=3 addr=127.0.0.1:5000 flags=N db=3 sub=0', true],
+    ['id=3 addr=127.0.0.1:5000 flags=N db=0 sub=0', false],
+    [new ReplyError('NOPERM this user has no permissions to run the \'client|info\' command'), true]
+  ] as const
+  for (const [info, up] of cases) {
+    let asked = 0
+    const client = Object.assign(new FakeClient(), { client: async () => { asked++; if (info instanceof Error) throw info; return info } })
+    const health = new RedisHealth({ client, clock: new RedisClock(() => 5_000_000), downProbeMs: 10, upProbeMs: 20, commandTimeoutMs: 50, database: 3 })
+    t.teardown(() => health.close())
+    // Asked at each probe while not up: three probes say it stays so.
+    await eventually(() => health.up || asked >= 3, 'up, or probed three times')
+    t.equal(health.up, up, `${String(info).slice(0, 40)}: ${up ? 'up' : 'not up, on database 0 when 3 was named'}`)
+  }
 })
