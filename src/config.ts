@@ -141,11 +141,13 @@ function describe (name: string, schema: TSchema, raw: Record<string, unknown>):
   return `${name} must be ${expected}, got ${shown(name, raw[name])}`
 }
 
-/** A value as a message may repeat it: never a secret's, and a URL's credentials (all before its last `@`) cut. */
+/** A value as a message may repeat it: never a secret's, nor a URL's credentials (all before its last `@`) or query. */
 function shown (name: string, value: unknown): string {
   if (SECRETS.has(name)) return 'a value not repeated here (a secret)'
   if (typeof value !== 'string') return JSON.stringify(value)
-  return JSON.stringify(value.replace(/^([a-z][a-z\d+.-]*:\/\/)?.*@/is, (_all, scheme: string | undefined) => `${scheme ?? ''}***@`))
+  const withoutCredentials = value.replace(/^([a-z][a-z\d+.-]*:\/\/)?.*@/is, (_all, scheme: string | undefined) => `${scheme ?? ''}***@`)
+  // ioredis reads `?password=` as an option, and an http(s) URL's query may carry a key.
+  return JSON.stringify(withoutCredentials.replace(/[?#].*$/s, (rest) => `${rest[0] ?? ''}***`))
 }
 
 function expectation (schema: TSchema): string {

@@ -10,6 +10,8 @@ import { entryBytes } from './entry-bytes.ts'
 const DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 /** Purge marks are small and remembered for `purgeMemoryMs` only: a count bounds them. */
 const MAX_PURGE_MARKS = 10_000
+/** How the mark of a purge heard from another instance starts: one without it was made here. */
+const HEARD = 'heard:'
 
 export interface MemoryDriverOptions {
   /** The bound of the entries' heap (see entry-bytes.ts); there is no count cap besides. */
@@ -100,7 +102,12 @@ export class MemoryDriver implements Tier {
    */
   purgedElsewhere (key: string): void {
     this.#entries.delete(key)
-    setUntil(this.#purged, key, randomUUID(), this.#now() + this.#purgeMemoryMs)
+    setUntil(this.#purged, key, `${HEARD}${randomUUID()}`, this.#now() + this.#purgeMemoryMs)
+  }
+
+  /** Whether the last purge of `key` it remembers was made here (Redis may not have taken it), not heard. */
+  purgedHere (key: string): boolean {
+    return this.#purged.get(key)?.startsWith(HEARD) === false
   }
 
   /** Drops the key's entry, if it is still `entry` when given: one stored since is kept. */

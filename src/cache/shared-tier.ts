@@ -123,7 +123,7 @@ export class SharedTier implements Tier {
       return await this.#alone.set(key, ...await this.#judged(key, entry, mark))
     }
     // Redis went away meanwhile (another command failed): held alone too, as Redis took it (stale, if a purge came since).
-    if (!this.#redis.up) return stored === undefined ? undefined : await this.#alone.set(key, stored, await this.#alone.purgeMark(key))
+    if (!this.#redis.up) return stored === undefined ? undefined : await this.#alone.set(key, stored, mark)
     // A read that started before this write may answer what it replaced, and what was held alone is older.
     this.#reading.delete(key)
     this.#alone.forget(key)
@@ -137,13 +137,13 @@ export class SharedTier implements Tier {
 
   /**
    * A fill Redis refused, as this instance's store should take it: where Redis can still be read (a write refused: OOM,
-   * READONLY), its purge mark says whether a purge came since the load read `mark`; else this store's memory of the
-   * purges it heard judges it (stale after any, see MemoryDriver.purgedElsewhere).
+   * READONLY), its purge mark says whether a purge came since the load read `mark`, and a purge made here (which Redis
+   * may have refused too) keeps it stale; else this store's memory of purges judges it (see MemoryDriver.purgedElsewhere).
    */
   async #judged (key: string, entry: CacheEntry, mark: PurgeMark | undefined): Promise<[CacheEntry, PurgeMark | undefined]> {
     const current = mark === undefined ? undefined : await this.#driver.purgeMark(key).catch(() => undefined)
     if (current === undefined) return [entry, mark]
-    return [current === mark ? entry : markedStale(entry), await this.#alone.purgeMark(key)]
+    return [current === mark && !this.#alone.purgedHere(key) ? entry : markedStale(entry), await this.#alone.purgeMark(key)]
   }
 
   /** Here at once; in Redis too, which rejects while it is down (the purge then did not reach the other instances). */

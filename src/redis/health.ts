@@ -127,7 +127,8 @@ export class RedisHealth {
   #tick (): void {
     this.#ticks++
     const settling = this.#settling > 0 && this.#clock.errorMs > SETTLED_CLOCK_ERROR_MS
-    if (settling) this.#settling--
+    // Counted when sent: a probe still on its way (a slow Redis) spends none of them.
+    if (settling && !this.#probing) this.#settling--
     if (!this.#up || this.#ticks % this.#upProbeEvery === 0 || settling) this.#probe()
   }
 

@@ -49,8 +49,8 @@ export interface FleetSourceOptions {
 export class FleetSource {
   readonly #options: FleetSourceOptions
   readonly #local: LocalBucket
-  /** Redis was down for this instance since its last lease: its next one empties the fleet's bucket. */
-  #away = false
+  /** When Redis was last away for this instance (down, or too slow): a lease within a refill time of it empties the fleet's bucket. */
+  #awayAt = -Infinity
   /** Until then its calls come from its own share without asking Redis, whose last lease came back too late. */
   #slowUntil = -Infinity
   #fleetSlowdown: Slowdown | undefined
@@ -62,7 +62,8 @@ export class FleetSource {
     this.#instances = options.settings.instances
     this.#local = new LocalBucket(this.#localLaw(), options.now())
     this.#scope = options.shared !== undefined && this.#sharedUp ? 'fleet' : 'instance'
-    options.health?.listen?.((up) => { if (!up) this.#away = true })
+    // An idle instance learns of an outage here: it may lease first when Redis is back.
+    options.health?.listen?.(() => { this.#awayAt = options.now() })
     options.onInstances?.(this.#instances)
   }
 
@@ -83,12 +84,13 @@ export class FleetSource {
     try {
       // Back after Redis was away: the fleet's bucket refilled meanwhile as if nobody had sent a call, while every
       // instance sent on its share, which none can count for the others. It starts again empty, not a burst on top.
-      lease = await shared.lease(Math.min(batch, Math.max(need, demand)), reserveShare, now, batch, this.#away)
+      const drain = now - this.#awayAt < 1000 * settings.burst / settings.rps
+      lease = await shared.lease(Math.min(batch, Math.max(need, demand)), reserveShare, now, batch, drain)
+      if (drain) this.#awayAt = -Infinity
     } catch (error) {
       onError(error)
       return this.#alone(need, reserveShare, this.#options.now(), 'failed')
     }
-    this.#away = false
     this.#fleetSlowdown = lease.slowdown
     const at = this.#options.now()
     // Answered after the bucket stopped counting its calls (Redis slow, within its bound): they may be others' by now,
@@ -110,7 +112,7 @@ export class FleetSource {
    */
   #alone (need: number, reserveShare: number, now: number, why: 'down' | 'slow' | 'failed'): Grant {
     if (why !== 'failed' && this.#scope === 'fleet') this.#local.empty(now)
-    this.#away ||= why === 'down'
+    if (why !== 'failed') this.#awayAt = now
     this.#scope = 'instance'
     return { ...this.#local.take(need, reserveShare, now), lapsesAt: now + this.#options.settings.leaseMs }
   }

@@ -157,6 +157,37 @@ for (const fallback of ['Redis down before the store', 'a store Redis refuses'] 
   })
 }
 
+t.test('a purge made here during a load is not undone by it: Redis refusing both writes, or going away after taking the fill', async (t) => {
+  for (const variant of ['Redis refuses the purge and the fill (OOM)', 'Redis takes the fill, the purge after it, then goes away'] as const) {
+    const up = { up: true, listen: () => {} }
+    let release: () => void = () => {}
+    const writeHeld = new Promise<void>((resolve) => { release = resolve })
+    const refusing = variant.startsWith('Redis refuses')
+    const driver: CacheDriver = {
+      get: async () => undefined,
+      set: refusing ? async () => { throw new ReplyError('OOM command not allowed') } : async (_key, entry) => { await writeHeld; up.up = false; return entry },
+      purgeMark: async () => 'mark-1',
+      markStale: async () => { if (refusing) throw new ReplyError('OOM command not allowed'); return 1 }
+    }
+    const { tier } = sharedTier({ driver, redis: up })
+    const mark = await tier.purgeMark('k')
+    const loaded = createEntry(200, '"loaded before the purge"', Date.now(), { freshMs: 300_000, staleMs: 60_000 })
+    let stored: CacheEntry | undefined
+    if (refusing) {
+      await t.rejects(tier.markStale(['k'], Date.now()), 'the purge says Redis refused it')
+      stored = await tier.set('k', loaded, mark)
+    } else {
+      const writing = tier.set('k', loaded, mark)
+      await tier.markStale(['k'], Date.now())
+      release()
+      stored = await writing
+    }
+    const held = tier.held('k')
+    t.notOk(stored !== undefined && isFresh(stored, Date.now()), `${variant}: not stored fresh`)
+    t.notOk(held !== undefined && isFresh(held, Date.now()), `${variant}: not held fresh here`)
+  }
+})
+
 t.test('a write Redis refuses while it is up keeps that fill here, and every other key is still read from Redis', async (t) => {
   const { tier, held, writes, alone, entry } = tierOverFlakyWrites()
   const other = entry('"in Redis"')

@@ -66,6 +66,8 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
     // A URL's credentials are never repeated, even where they make it unreadable (an unencoded `/` in the password).
     [{ ...required, REDIS_URL: 'redis://:pa/ss-SECRET@redis:6379' }, /^REDIS_URL must be .*, got "redis:\/\/\*\*\*@redis:6379"$/],
     [{ ...required, REDIS_URL: 'valkey://user:SECRET@redis:6379' }, /^REDIS_URL must be .*, got "valkey:\/\/\*\*\*@redis:6379"$/],
+    // ioredis reads a query's password as an option: a query is never repeated either.
+    [{ ...required, REDIS_URL: 'redis://redis:6379/cache?password=SECRET' }, /^REDIS_URL must be .*, got "redis:\/\/redis:6379\/cache\?\*\*\*"$/],
     [{ ...required, PROFILE_TTL_SECONDS: 'five' }, /^PROFILE_TTL_SECONDS must be an integer >= 1 and <= 2147483647, got "five"$/],
     // Written as a number, or refused: TypeBox's conversion alone would read these as 1, 1, 3000 and 16.
     ...['1e3', 'true', '3000.5', '0x10'].map((value): [Record<string, string>, RegExp] =>

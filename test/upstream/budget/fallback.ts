@@ -74,7 +74,8 @@ t.test('a Redis answering slowly within its bound: callers are served, within th
       const label = `${rps}/s, burst ${burst}, ${delayMs} ms`
       // The fleet's rate, near enough, and neither instance starved (the fleet's bucket need not split it evenly).
       t.ok(calls.granted.length >= 0.8 * rps * seconds, `${label}: ${calls.granted.length} calls served in ${seconds.toFixed(2)} s`)
-      for (const name of ['a', 'b']) t.ok(calls.grantedOf(name) >= 0.5 * (rps / 2) * seconds, `${label}: ${name} served ${calls.grantedOf(name)}`)
+      // Each return from a slow spell empties the fleet's bucket, which the other may have been drawing on: a third at least.
+      for (const name of ['a', 'b']) t.ok(calls.grantedOf(name) >= (rps / 2) * seconds / 3, `${label}: ${name} served ${calls.grantedOf(name)}`)
       // Near a lease's time one instance may find Redis too slow while the other still leases: it then sends its share
       // uncounted by the fleet (the open case of docs/upstream-budget.md). Past twice that time neither leases.
       const bound = rps + burst + (delayMs > 0 && delayMs < 2 * settings.leaseMs ? rps / 2 : 0)
@@ -134,6 +135,63 @@ t.test('across Redis going down and coming back, the fleet keeps to rate x windo
       t.ok(calls.peak(windowMs) <= bound(windowMs), `${scenario}: ${calls.peak(windowMs)} calls in the busiest ${windowMs} ms (bound ${bound(windowMs)})`)
     }
     t.ok(calls.granted.length >= 100, `${scenario}: ${calls.granted.length} calls served in the second after (the rate's worth at least)`)
+    done.abort()
+    await timers.idle()
+  }
+})
+
+t.test('after a spell of Redis too slow for a lease, the fleet\'s bucket is emptied on the way back; long after an outage, it is not', async (t) => {
+  const { redis, prefix } = testRedis(t)
+  const bound = (windowMs: number): number => 100 * windowMs / 1000 + 100
+  {
+    // One lease answered in 300 ms, then Redis is quick again; a rush just before the 5 s on the share end.
+    const clock = new Clock()
+    const timers = new Timers(clock)
+    let delayMs = 300
+    const slow = Object.assign(Object.create(redis) as typeof redis, {
+      eval: async (...args: Parameters<typeof redis.eval>) => {
+        const due = clock.now() + delayMs
+        const reply = await redis.eval(...args)
+        clock.advance(Math.max(0, due - clock.now()))
+        return reply
+      }
+    })
+    const gate = instance({ clock, timers, settings: settingsOf(100, 1, 100), shared: { redis: slow, key: `${prefix}slow:upstream:budget`, health: fakeHealth() } })
+    const calls = new Outcomes(clock)
+    const done = new AbortController()
+    calls.ask(gate, 'caller', 1, done.signal)
+    await timers.advance(400)
+    t.equal(gate.rate().scope, 'instance', 'on its share after a lease that came back spent')
+    delayMs = 0
+    await timers.advance(4_850)
+    calls.ask(gate, 'caller', 300, done.signal)
+    await timers.advance(1_000)
+    for (const windowMs of [100, 200, 1_000]) t.ok(calls.peak(windowMs) <= bound(windowMs), `back from the slow spell: ${calls.peak(windowMs)} calls in the busiest ${windowMs} ms (bound ${bound(windowMs)})`)
+    done.abort()
+    await timers.idle()
+  }
+  {
+    // Redis down 2 s, then up a minute; b, idle throughout, leases for the first time while a has a rush.
+    const clock = new Clock()
+    const timers = new Timers(clock)
+    const listeners: Array<(up: boolean) => void> = []
+    const health = Object.assign(fakeHealth(true), { listen: (listener: (up: boolean) => void) => { listeners.push(listener) } })
+    const turn = (up: boolean): void => { health.up = up; for (const listener of listeners) listener(up) }
+    const shared = { redis, key: `${prefix}late:upstream:budget`, health }
+    const a = instance({ clock, timers, settings: settingsOf(100, 2, 100), shared, members: { lastSeen: 2 } })
+    const b = instance({ clock, timers, settings: settingsOf(100, 2, 100), shared, members: { lastSeen: 2 } })
+    const calls = new Outcomes(clock)
+    const done = new AbortController()
+    turn(false)
+    await timers.advance(2_000)
+    turn(true)
+    calls.ask(a, 'caller', 1, done.signal, 'warm')
+    await timers.advance(60_000)
+    calls.ask(b, 'caller', 1, done.signal, 'b')
+    await timers.advance(5)
+    calls.ask(a, 'caller', 100, done.signal, 'rush')
+    await timers.advance(100)
+    t.ok(calls.grantedOf('rush') >= 90, `a minute after Redis came back, b's first lease drains nothing: ${calls.grantedOf('rush')} of a's rush of 100 served within 100 ms`)
     done.abort()
     await timers.idle()
   }
