@@ -34,6 +34,25 @@ function healthOf (t: { teardown: (fn: () => void) => void }, client: FakeClient
   return { health, changes, clock }
 }
 
+/**
+ * A client whose TIME answers are read `late()` ms after they were asked for (a process busy starting, a far Redis),
+ * Redis reading its clock `readsAfterMs` into that wait, and the clock they set; `step` moves the host's clock.
+ */
+function answeredLate (late: () => number, readsAfterMs = 0) {
+  const client = new FakeClient()
+  let local = 5_000_000
+  let asked = 0
+  client.time = async () => {
+    asked++
+    const redisMs = client.redisTimeMs + readsAfterMs
+    const waitedMs = late()
+    local += waitedMs
+    client.redisTimeMs += waitedMs
+    return [Math.floor(redisMs / 1000), (redisMs % 1000) * 1000]
+  }
+  return { client, clock: new RedisClock(() => local), asked: () => asked, local: () => local, step: (ms: number) => { local += ms } }
+}
+
 t.test('the probe brings Redis up and sets the clock; a timed-out command marks it down at once and drops the connection', async (t) => {
   const client = new FakeClient()
   const { health, changes, clock } = healthOf(t, client)
@@ -94,31 +113,21 @@ t.test('a hang with no traffic is seen by the probe, and only the probe brings R
 })
 
 t.test('each probe\'s TIME narrows the clock\'s error while Redis is up; a step of the host\'s clock waits for the next reconnection', async (t) => {
-  const client = new FakeClient()
-  let local = 5_000_000
   // Redis reads its clock at once, and its answer takes `slowMs` to be read here (a process busy starting).
   let slowMs = 400
-  let asked = 0
-  client.time = async () => {
-    asked++
-    const answer = [Math.floor(client.redisTimeMs / 1000), (client.redisTimeMs % 1000) * 1000]
-    local += slowMs
-    client.redisTimeMs += slowMs
-    return answer
-  }
-  const clock = new RedisClock(() => local)
+  const { client, clock, asked, local, step } = answeredLate(() => slowMs)
   const health = new RedisHealth({ client, clock, downProbeMs: 10, upProbeMs: 20, commandTimeoutMs: 50 })
   t.teardown(() => health.close())
   await eventually(() => health.up, 'probed up')
   t.equal(clock.errorMs, 201, 'half the first round trip, and a millisecond of rounding')
-  t.equal(clock.toRedis(local) - client.redisTimeMs, -200, 'its offset: 200 ms off')
+  t.equal(clock.toRedis(local()) - client.redisTimeMs, -200, 'its offset: 200 ms off')
   slowMs = 0
   await eventually(() => clock.errorMs === 1, 'a quick TIME narrows it')
-  t.equal(clock.toRedis(local), client.redisTimeMs, 'on Redis\'s clock now')
-  local += 60_000
-  const before = asked
-  await eventually(() => asked > before + 1, 'probed since the step')
-  t.equal(clock.toRedis(local) - client.redisTimeMs, 60_000, 'the step is not taken while up (it is at the next reconnection)')
+  t.equal(clock.toRedis(local()), client.redisTimeMs, 'on Redis\'s clock now')
+  step(60_000)
+  const before = asked()
+  await eventually(() => asked() > before + 1, 'probed since the step')
+  t.equal(clock.toRedis(local()) - client.redisTimeMs, 60_000, 'the step is not taken while up (it is at the next reconnection)')
 })
 
 t.test('a first TIME read late (a process busy starting) is narrowed at the next tick, not after the up cadence; then the cadence is back', async (t) => {
@@ -127,18 +136,8 @@ t.test('a first TIME read late (a process busy starting) is narrowed at the next
   t.teardown(() => { mock.timers.reset() })
   // Late by 6 ms the error is within what the probe settles for; by more, it is not.
   for (const lateMs of [6, 20, 150, 400]) {
-    const client = new FakeClient()
-    let local = 5_000_000
     let late = lateMs
-    let asked = 0
-    client.time = async () => {
-      asked++
-      const answer = [Math.floor(client.redisTimeMs / 1000), (client.redisTimeMs % 1000) * 1000]
-      local += late
-      client.redisTimeMs += late
-      return answer
-    }
-    const clock = new RedisClock(() => local)
+    const { client, clock, asked } = answeredLate(() => late)
     // The production cadence: a tick every 250 ms, a probe every fourth while up.
     const health = new RedisHealth({ client, clock, downProbeMs: 250, upProbeMs: 1_000, commandTimeoutMs: 50 })
     const tick = async (): Promise<void> => {
@@ -151,30 +150,20 @@ t.test('a first TIME read late (a process busy starting) is narrowed at the next
     late = 0
     await tick()
     t.equal(clock.errorMs, lateMs > 8 ? 1 : lateMs / 2 + 1, `${lateMs} ms late: ${lateMs > 8 ? 'narrowed at the next tick' : 'left to the up cadence'}`)
-    const settled = asked
+    const settled = asked()
     for (let ticks = 0; ticks < 3; ticks++) await tick()
-    t.ok(asked - settled <= 1, `${lateMs} ms late: then one TIME a second at most (${asked - settled} in three ticks)`)
+    t.ok(asked() - settled <= 1, `${lateMs} ms late: then one TIME a second at most (${asked() - settled} in three ticks)`)
     health.close()
   }
   // A round trip of 20 ms (another zone) never narrows the error below 5 ms: eight probes, then the up cadence.
-  const client = new FakeClient()
-  let local = 5_000_000
-  let asked = 0
-  client.time = async () => {
-    asked++
-    const answer = [Math.floor((client.redisTimeMs + 10) / 1000), ((client.redisTimeMs + 10) % 1000) * 1000]
-    local += 20
-    client.redisTimeMs += 20
-    return answer
-  }
-  const clock = new RedisClock(() => local)
-  const health = new RedisHealth({ client, clock, downProbeMs: 250, upProbeMs: 1_000, commandTimeoutMs: 50 })
+  const far = answeredLate(() => 20, 10)
+  const health = new RedisHealth({ client: far.client, clock: far.clock, downProbeMs: 250, upProbeMs: 1_000, commandTimeoutMs: 50 })
   for (let ticks = 0; ticks < 41; ticks++) {
     mock.timers.tick(250)
     await settle()
   }
-  t.ok(clock.errorMs > 5, `a 20 ms round trip: the error stays ${clock.errorMs} ms`)
-  t.ok(asked <= 1 + 8 + 10, `a 20 ms round trip: ${asked} TIMEs in ten seconds, not 40`)
+  t.ok(far.clock.errorMs > 5, `a 20 ms round trip: the error stays ${far.clock.errorMs} ms`)
+  t.ok(far.asked() <= 1 + 8 + 10, `a 20 ms round trip: ${far.asked()} TIMEs in ten seconds, not 40`)
   health.close()
 })
 

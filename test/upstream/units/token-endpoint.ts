@@ -58,23 +58,28 @@ t.test('after a hung provider answers again on new connections only, the next ex
   t.equal(sim.stats.tokenRequests, 1, 'from the one exchange made after the return')
 })
 
+/** The endpoint of an identity provider that answers every exchange 200 with `body`; closed with the test. */
+async function providerAnswering (t: TestContext, contentType: string, body: string): Promise<TokenEndpoint> {
+  const provider = createHttpServer((_request, response) => { response.writeHead(200, { 'content-type': contentType }).end(body) })
+  await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { provider.close() })
+  return new TokenEndpoint({
+    connection: () => originConnection(`http://127.0.0.1:${(provider.address() as AddressInfo).port}`, EXCHANGE_DEADLINE_MS),
+    tokenPath: '/oauth/token',
+    clientId: 'id',
+    clientSecret: 'secret',
+    audience: 'audience',
+    defaultTtlSeconds: 3600,
+    timeoutMs: EXCHANGE_DEADLINE_MS
+  })
+}
+
 t.test('a 200 whose body is not JSON (the bare token, say) fails the exchange, and no part of that body reaches a log line', async (t) => {
   const TOKEN = 'Zx9fK2pQ7mWvB4nR1tY8'
   for (const body of [TOKEN, `${TOKEN}-${'x'.repeat(40)}`, `{"access_token": ${TOKEN}}`]) {
-    const provider = createHttpServer((_request, response) => { response.writeHead(200, { 'content-type': 'text/plain' }).end(body) })
-    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve))
-    t.teardown(() => { provider.close() })
+    const endpoint = await providerAnswering(t, 'text/plain', body)
     const lines: string[] = []
     const log = pino(loggerOptions('debug'), new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(chunk.toString('utf8')); done() } }))
-    const endpoint = new TokenEndpoint({
-      connection: () => originConnection(`http://127.0.0.1:${(provider.address() as AddressInfo).port}`, EXCHANGE_DEADLINE_MS),
-      tokenPath: '/oauth/token',
-      clientId: 'id',
-      clientSecret: 'secret',
-      audience: 'audience',
-      defaultTtlSeconds: 3600,
-      timeoutMs: EXCHANGE_DEADLINE_MS
-    })
     const tokens = new TokenManager({ endpoint, telemetry: noTelemetry, log, lockWaitMs: 1_000 })
     await t.rejects(tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED', message: /answered no JSON/ })
     t.match(lines.join(''), /token exchange failed/, 'the failure is logged')
@@ -84,20 +89,7 @@ t.test('a 200 whose body is not JSON (the bare token, say) fails the exchange, a
 
 t.test('an access_token no header can carry (a line break, a non-ASCII character) fails the exchange, not every call after it', async (t) => {
   for (const token of ['abc\r\nX-Injected: 1', 'abc\u00e9', 'abc\u0000']) {
-    const provider = createHttpServer((_request, response) => {
-      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: token, expires_in: 3600 }))
-    })
-    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve))
-    t.teardown(() => { provider.close() })
-    const endpoint = new TokenEndpoint({
-      connection: () => originConnection(`http://127.0.0.1:${(provider.address() as AddressInfo).port}`, EXCHANGE_DEADLINE_MS),
-      tokenPath: '/oauth/token',
-      clientId: 'id',
-      clientSecret: 'secret',
-      audience: 'audience',
-      defaultTtlSeconds: 3600,
-      timeoutMs: EXCHANGE_DEADLINE_MS
-    })
+    const endpoint = await providerAnswering(t, 'application/json', JSON.stringify({ access_token: token, expires_in: 3600 }))
     await t.rejects(endpoint.exchange(), { code: 'UPSTREAM_AUTH_FAILED', message: /no header can carry/ }, JSON.stringify(token))
   }
 })
