@@ -62,8 +62,13 @@ export class FleetSource {
     this.#instances = options.settings.instances
     this.#local = new LocalBucket(this.#localLaw(), options.now())
     this.#scope = options.shared !== undefined && this.#sharedUp ? 'fleet' : 'instance'
-    // An idle instance learns of an outage here: it may lease first when Redis is back.
-    options.health?.listen?.(() => { this.#awayAt = options.now() })
+    // An idle instance learns of an outage here (it may lease first when Redis is back); Redis first coming up as the
+    // instance starts is none: a deploy's every new instance would empty the fleet's bucket.
+    let first = true
+    options.health?.listen?.((up) => {
+      if (!first || !up) this.#awayAt = options.now()
+      first = false
+    })
     options.onInstances?.(this.#instances)
   }
 

@@ -197,6 +197,29 @@ t.test('after a spell of Redis too slow for a lease, the fleet\'s bucket is empt
   }
 })
 
+t.test('an instance starting, Redis coming up for it, leaves the fleet\'s bucket as it is', async (t) => {
+  const { redis, prefix } = testRedis(t)
+  const clock = new Clock()
+  const timers = new Timers(clock)
+  const settings = settingsOf(100, 2, 100)
+  const key = `${prefix}start:upstream:budget`
+  const running = instance({ clock, timers, settings, shared: { redis, key, health: fakeHealth() }, members: { lastSeen: 2 } })
+  const listeners: Array<(up: boolean) => void> = []
+  const health = Object.assign(fakeHealth(false), { listen: (listener: (up: boolean) => void) => { listeners.push(listener) } })
+  const started = instance({ clock, timers, settings, shared: { redis, key, health }, members: { lastSeen: 2 } })
+  health.up = true
+  for (const listener of listeners) listener(true)
+  const calls = new Outcomes(clock)
+  const done = new AbortController()
+  calls.ask(started, 'caller', 1, done.signal, 'started')
+  await timers.advance(5)
+  calls.ask(running, 'caller', 100, done.signal, 'rush')
+  await timers.advance(100)
+  t.ok(calls.grantedOf('rush') >= 90, `the new instance's first lease drains nothing: ${calls.grantedOf('rush')} of a rush of 100 served within 100 ms`)
+  done.abort()
+  await timers.idle()
+})
+
 t.test('a command that fails before Redis is known to be down is reported, and the call comes from the share at once', async (t) => {
   const clock = new Clock()
   const timers = new Timers(clock)
