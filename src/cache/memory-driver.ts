@@ -10,8 +10,8 @@ import { entryBytes } from './entry-bytes.ts'
 const DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 /** Purge marks are small and remembered for `purgeMemoryMs` only: a count bounds them. */
 const MAX_PURGE_MARKS = 10_000
-/** How the mark of a purge heard from another instance starts: one without it was made here. */
-const HEARD = 'heard:'
+/** How the mark of a purge Redis has starts (heard from another instance, or made here and taken): one without it Redis may lack. */
+const SHARED = 'shared:'
 
 export interface MemoryDriverOptions {
   /** The bound of the entries' heap (see entry-bytes.ts); there is no count cap besides. */
@@ -102,12 +102,21 @@ export class MemoryDriver implements Tier {
    */
   purgedElsewhere (key: string): void {
     this.#entries.delete(key)
-    setUntil(this.#purged, key, `${HEARD}${randomUUID()}`, this.#now() + this.#purgeMemoryMs)
+    setUntil(this.#purged, key, `${SHARED}${randomUUID()}`, this.#now() + this.#purgeMemoryMs)
   }
 
-  /** Whether the last purge of `key` it remembers was made here (Redis may not have taken it), not heard. */
+  /** Whether the last purge of `key` it remembers was made here and Redis has not taken it. */
   purgedHere (key: string): boolean {
-    return this.#purged.get(key)?.startsWith(HEARD) === false
+    return this.#purged.get(key)?.startsWith(SHARED) === false
+  }
+
+  /** Redis took the purges of `keys` made here: its own mark now tells a load before them from one after. */
+  purgesShared (keys: readonly string[]): void {
+    for (const key of keys) {
+      const mark = this.#purged.get(key)
+      const until = this.#purged.getRemainingTTL(key)
+      if (mark !== undefined && !mark.startsWith(SHARED)) setUntil(this.#purged, key, `${SHARED}${mark}`, this.#now() + until)
+    }
   }
 
   /** Drops the key's entry, if it is still `entry` when given: one stored since is kept. */

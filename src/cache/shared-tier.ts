@@ -153,6 +153,7 @@ export class SharedTier implements Tier {
     try {
       const alone = await this.#alone.markStale(keys, now)
       const shared = await this.#driver.markStale(keys, now)
+      this.#alone.purgesShared(keys)
       if (this.#driver.announcesFills !== true) await Promise.all(keys.map(async (key) => await this.#bus.publish({ type: 'staled', key })))
       return Math.max(alone, shared)
     } finally {

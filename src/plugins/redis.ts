@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import { Redis } from 'ioredis'
 import { eventsChannel } from '../cache/keys.ts'
 import { RedisBus } from '../redis/bus.ts'
 import { createRedisClient, duplicateRedisClient, quitOrDrop } from '../redis/client.ts'
@@ -45,7 +46,8 @@ async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptio
   const health = new RedisHealth({
     client,
     clock,
-    database: Number(new URL(url).pathname.slice(1) || 0),
+    // As ioredis read it from REDIS_URL (its path, or `?db=`); a Cluster has none.
+    database: client instanceof Redis ? client.options.db ?? 0 : 0,
     onChange: (up, cause) => {
       app.telemetry.redis(up)
       told = !up

@@ -20,13 +20,13 @@ end`
 /**
  * KEYS[1] the bucket; ARGV: now, calls wanted, configured rate (calls/s), depth, lease ms, share of the depth a
  * lease must leave in the bucket, recovery (calls/s per ms), state ttl ms, batch (the calls worth asking again for),
- * 1 to empty the bucket first (the instance sent calls on its own share while Redis was away, and the bucket refilled
- * meanwhile as if nobody had).
+ * 1 to empty the bucket first (Redis was away for the instance, and the bucket refilled meanwhile as if nobody had sent
+ * a call), once however many instances come back: not again within its refill time.
  * Returns the calls granted, the ms until a batch more could be had (0 while the bucket still has calls), the
  * last halving (cut, cutAt, from; '' if none), and until when the bucket counts this lease's calls as held.
  */
 export const LEASE = `${RATE_AT}
-local s = redis.call('HMGET', KEYS[1], 'level', 'at', 'epoch', 'held', 'heldBefore', 'cut', 'cutAt', 'from')
+local s = redis.call('HMGET', KEYS[1], 'level', 'at', 'epoch', 'held', 'heldBefore', 'cut', 'cutAt', 'from', 'drainedAt')
 local now, want, rate, depth = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local leaseMs, reserveShare, recover = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local cut, from = tonumber(s[6]), tonumber(s[8]) or 0
@@ -40,7 +40,10 @@ local last, held, heldBefore = tonumber(s[3]) or epoch, tonumber(s[4]) or 0, ton
 if epoch == last + 1 then heldBefore, held = held, 0 elseif epoch > last + 1 then heldBefore, held = 0, 0 end
 local level = tonumber(s[1]) or room
 level = math.max(0, math.min(room - held - heldBefore, level + rateAt(rate, recover, cut, from, at) * (t - at) / 1000))
-if ARGV[10] == '1' then level = 0 end
+if ARGV[10] == '1' and t - (tonumber(s[9]) or -1e18) >= depth * 1000 / rate then
+  level = 0
+  redis.call('HSET', KEYS[1], 'drainedAt', tostring(t))
+end
 local reserve = math.floor(reserveShare * room)
 local granted = math.max(0, math.min(want, math.floor(level - reserve)))
 level = level - granted

