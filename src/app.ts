@@ -27,12 +27,13 @@ import cache from './plugins/cache.ts'
 import healthRoutes from './routes/health.ts'
 import profileRoutes from './routes/profiles.ts'
 import adminRoutes from './routes/admin.ts'
+import { steadyNow } from './steady-clock.ts'
 
 export interface AppOptions {
   config: Config
   /** Pino options, or a logger instance; default: the config's LOG_LEVEL on stdout. */
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance']
-  /** The app's clock: the cache's and the upstream edge's (tests move it); default Date.now. */
+  /** The app's clock: the cache's and the upstream edge's (tests move it); default steadyNow (steady-clock.ts). */
   now?: () => number
   /** Load shedding thresholds; default: plugins/load-shedding.ts's (tests force pressure with them). */
   loadShedding?: LoadSheddingOptions
@@ -64,7 +65,7 @@ const SERIALIZERS = sharedSerializers()
 
 /** Builds the whole service without listening: `server.ts` listens, tests `inject`. */
 export async function buildApp ({
-  config, logger, now, loadShedding: sheddingOptions = {}, slowClients = SLOW_CLIENT_TIMEOUTS, upstreamSocketPath
+  config, logger, now = steadyNow, loadShedding: sheddingOptions = {}, slowClients = SLOW_CLIENT_TIMEOUTS, upstreamSocketPath
 }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     // No Host on an HTTP/1.1 request is refused by plugins/http-edges.ts, with the contract's body rather than node:http's empty one.

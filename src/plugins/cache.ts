@@ -8,6 +8,7 @@ import { loadBudget } from '../load-budget.ts'
 import { freshnessPolicy } from '../lookups/freshness.ts'
 import { Lookups } from '../lookups/lookups.ts'
 import { isBudgetDropped } from '../upstream/budget/priorities.ts'
+import { steadyNow } from '../steady-clock.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -18,12 +19,12 @@ declare module 'fastify' {
 }
 
 interface CachePluginOptions {
-  /** The cache's clock (tests move it); default Date.now. */
+  /** The cache's clock (tests move it); default steadyNow. */
   now?: () => number
 }
 
 /** The cache in front of the upstream (Redis behind this process's tier when REDIS_URL is set), and the lookups the routes call through it. */
-async function cache (app: FastifyInstance, { now = Date.now }: CachePluginOptions): Promise<void> {
+async function cache (app: FastifyInstance, { now = steadyNow }: CachePluginOptions): Promise<void> {
   const { config, redisLayer } = app
   const budget = loadBudget(config)
   const freshness = freshnessPolicy(config)

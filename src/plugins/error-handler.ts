@@ -7,6 +7,7 @@ import { bodyDrained } from '../http/linger.ts'
 import { errorResponse } from '../http/error-response.ts'
 import { EXPECTED_FAILURES, maxAgeOf, METHOD_NOT_ALLOWED, NOT_FOUND, refusalOf, retryAfterOf } from '../errors.ts'
 import { RefusalSummary } from '../logging/refusal-summary.ts'
+import { steadyNow } from '../steady-clock.ts'
 
 /** Why no route answers a request: with the methods its path has (sent as `Allow`) when it has some. */
 type NoRouteError = FastifyError & { allow?: string }
@@ -21,7 +22,7 @@ declare module 'fastify' {
 }
 
 interface ErrorHandlerOptions {
-  /** The app's clock, for the refusals' summary line (tests move it); default Date.now. */
+  /** The app's clock, for the refusals' summary line (tests move it); default steadyNow. */
   now?: () => number
 }
 
@@ -29,7 +30,7 @@ interface ErrorHandlerOptions {
  * One place where every failure becomes the contract's JSON error, with the right caching headers. A caller refused at
  * once (see `refusal`) is counted, and summed up in one warn line a second at most, rather than a line each.
  */
-async function errorHandler (app: FastifyInstance, { now = Date.now }: ErrorHandlerOptions): Promise<void> {
+async function errorHandler (app: FastifyInstance, { now = steadyNow }: ErrorHandlerOptions): Promise<void> {
   const refusals = new RefusalSummary({ now, write: (counts) => { app.log.warn({ refusals: counts }, 'callers refused at once') } })
   app.addHook('onClose', async () => { refusals.flush() })
   const notFoundMaxAge = app.config.NOT_FOUND_TTL_SECONDS

@@ -6,6 +6,7 @@ import { LocalRateCounts, type RateCounts } from '../rate-limit/rate-counts.ts'
 import { prependOnRequest } from '../http/route-hooks.ts'
 import { RATE_LIMIT_CLIENTS, RATE_LIMIT_WINDOW_MS } from '../rate-limit/policy.ts'
 import { SharedRateCounts } from '../rate-limit/shared-rate-counts.ts'
+import { steadyNow } from '../steady-clock.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -15,7 +16,7 @@ declare module 'fastify' {
 }
 
 interface RateLimitOptions {
-  /** The app's clock (tests move it); default Date.now. */
+  /** The app's clock (tests move it); default steadyNow. */
   now?: () => number
 }
 
@@ -29,7 +30,7 @@ interface RateLimitOptions {
  * @fastify/rate-limit's own hook awaits a promise and rebuilds the route's options on every request, a
  * few µs of every cache hit.
  */
-async function clientRateLimit (app: FastifyInstance, { now = Date.now }: RateLimitOptions): Promise<void> {
+async function clientRateLimit (app: FastifyInstance, { now = steadyNow }: RateLimitOptions): Promise<void> {
   const { config, redisLayer } = app
   const max = config.RATE_LIMIT_PER_MINUTE
   if (max === 0) {

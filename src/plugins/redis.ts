@@ -11,6 +11,7 @@ import type { RedisLayer } from '../redis/layer.ts'
 import { OwnerLock } from '../redis/owner-lock.ts'
 import { loadBudget } from '../load-budget.ts'
 import { realTimers } from '../upstream/budget/schedule.ts'
+import { steadyNow } from '../steady-clock.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -20,12 +21,12 @@ declare module 'fastify' {
 }
 
 interface RedisPluginOptions {
-  /** This instance's clock (tests move it); default Date.now. */
+  /** This instance's clock (tests move it); default steadyNow. */
   now?: () => number
 }
 
 /** Owns the Redis layer's life: created with the app (start-up never waits for Redis), closed with it. */
-async function redis (app: FastifyInstance, { now = Date.now }: RedisPluginOptions): Promise<void> {
+async function redis (app: FastifyInstance, { now = steadyNow }: RedisPluginOptions): Promise<void> {
   const url = app.config.REDIS_URL
   if (url === undefined) {
     app.decorate('redisLayer', undefined)

@@ -14,6 +14,7 @@ import { RedisTokenStore } from '../upstream/token-store.ts'
 import { RecentLatency } from '../upstream/recent-latency.ts'
 import { UpstreamClient } from '../upstream/upstream-client.ts'
 import { createUpstreamBudget } from '../upstream/budget/upstream-budget.ts'
+import { steadyNow } from '../steady-clock.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -30,7 +31,7 @@ interface UpstreamPluginOptions {
 }
 
 /** The token manager (a connection of its own per exchange) and the upstream client (a pool, closed with the app). */
-async function upstream (app: FastifyInstance, { now = Date.now, socketPath }: UpstreamPluginOptions): Promise<void> {
+async function upstream (app: FastifyInstance, { now = steadyNow, socketPath }: UpstreamPluginOptions): Promise<void> {
   const { config, redisLayer, telemetry } = app
   const limits = loadBudget(config)
   const base = new URL(config.UPSTREAM_BASE_URL)

@@ -3,6 +3,7 @@ import type { RedisCommands } from '../redis/commands.ts'
 import { mayHaveRun, type RedisHealth } from '../redis/health.ts'
 import { clientLru, RATE_LIMIT_CLIENTS } from './policy.ts'
 import type { RateCount, RateCounts } from './rate-counts.ts'
+import { steadyNow } from '../steady-clock.ts'
 
 export interface SharedRateCountsOptions {
   redis: Pick<RedisCommands, 'eval'>
@@ -85,7 +86,7 @@ export class SharedRateCounts implements RateCounts {
     this.#windowMs = options.windowMs
     this.#maxClients = options.maxClients ?? RATE_LIMIT_CLIENTS
     this.#idle = clientLru<number>(this.#maxClients)
-    this.#now = options.now ?? Date.now
+    this.#now = options.now ?? steadyNow
     this.#onError = options.onError
     this.#timer = setInterval(() => { this.sync().catch(this.#onError) }, options.syncIntervalMs ?? 100).unref()
   }

@@ -4,7 +4,7 @@
  * comes up (half a round trip of error: hundreds of ms from a process busy starting) and narrowed by
  * each later TIME (the health probe's, once a second), so instances whose clocks disagree still agree
  * on it. What that error cannot be allowed to decide (a load before or after a purge) takes no time at
- * all. A step of the host's clock takes effect at the next reconnection.
+ * all. A step of Redis's host clock takes effect at the next reconnection (the local clock is steady: steady-clock.ts).
  */
 export class RedisClock {
   readonly #localNow: () => number

@@ -1,6 +1,7 @@
 import type { Telemetry } from '../telemetry/telemetry.ts'
 import type { RedisBus } from '../redis/bus.ts'
 import type { SharedWindow } from '../redis/shared-window.ts'
+import { steadyNow } from '../steady-clock.ts'
 
 /** With Redis: the key every instance's window is kept in (never shortened), and the bus its openings are told on. */
 export interface SharedBackoff {
@@ -34,7 +35,7 @@ export class BackoffWindow {
   constructor (options: BackoffWindowOptions) {
     this.#shared = options.shared
     this.#telemetry = options.telemetry
-    this.#now = options.now ?? Date.now
+    this.#now = options.now ?? steadyNow
     if (this.#shared !== undefined) this.#follow(this.#shared)
   }
 

@@ -1,4 +1,5 @@
 import type { BreakerState, Telemetry } from '../telemetry/telemetry.ts'
+import { steadyNow } from '../steady-clock.ts'
 
 /** Failures in a row that open the circuit, and how long it stays open before a probe: one call a second in an outage. */
 export const BREAKER_FAILURE_THRESHOLD = 5
@@ -28,7 +29,7 @@ export class CircuitBreaker {
 
   constructor (options: CircuitBreakerOptions) {
     this.#options = options
-    this.#now = options.now ?? Date.now
+    this.#now = options.now ?? steadyNow
   }
 
   get state (): BreakerState {

@@ -12,6 +12,7 @@ import type { TokenStore } from './token-store.ts'
 import { TokenFailures } from './token-failures.ts'
 import { EXCHANGE_DEADLINE_MS, renewalDue, usableUntil } from './token-timing.ts'
 import { ExchangeDeadline } from './exchange-deadline.ts'
+import { steadyNow } from '../steady-clock.ts'
 
 /** How often an instance waiting for another's exchange looks at the store again, well within the exchange's deadline. */
 const WAITER_LOOK_AGAIN_MS = EXCHANGE_DEADLINE_MS / 4
@@ -64,7 +65,7 @@ export class TokenManager {
     this.#telemetry = options.telemetry
     this.#log = options.log
     this.#lockWaitMs = options.lockWaitMs
-    this.#now = options.now ?? Date.now
+    this.#now = options.now ?? steadyNow
     this.#schedule = options.schedule ?? realTimers
     this.#failures = new TokenFailures(this.#now, options.random ?? Math.random)
   }

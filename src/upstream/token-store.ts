@@ -5,6 +5,7 @@ import { SharedWindow } from '../redis/shared-window.ts'
 import type { UpstreamLog } from './log.ts'
 import type { TokenCipher } from './token-cipher.ts'
 import type { AccessToken } from './access-token.ts'
+import { steadyNow } from '../steady-clock.ts'
 
 /**
  * Where instances on one Redis share the token: the sealed token itself, a lock naming the one instance
@@ -62,7 +63,7 @@ export class RedisTokenStore implements TokenStore {
       onError: (err) => options.log.debug({ err, key }, 'shared window unavailable; using the local one')
     })
     this.#log = options.log
-    this.#now = options.now ?? Date.now
+    this.#now = options.now ?? steadyNow
   }
 
   async read (): Promise<AccessToken | undefined> {
