@@ -105,6 +105,12 @@ export class MemoryDriver implements Tier {
     setUntil(this.#purged, key, `${SHARED}${randomUUID()}`, this.#now() + this.#purgeMemoryMs)
   }
 
+  /** The last purge of `key` it remembers, heard or made here ('' for none): the same once Redis has taken it. */
+  lastPurge (key: string): string {
+    const mark = this.#purged.get(key) ?? ''
+    return mark.startsWith(SHARED) ? mark.slice(SHARED.length) : mark
+  }
+
   /** Whether the last purge of `key` it remembers was made here and Redis has not taken it. */
   purgedHere (key: string): boolean {
     return this.#purged.get(key)?.startsWith(SHARED) === false

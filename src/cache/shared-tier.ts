@@ -6,6 +6,7 @@ import type { NearCopies } from './near-copies.ts'
 import type { BusEvent, RedisBus } from '../redis/bus.ts'
 import type { RedisHealth } from '../redis/health.ts'
 import type { HeldLock } from '../redis/owner-lock.ts'
+import { split, withHeard } from './load-mark.ts'
 
 /** What the tier hears on the bus: the other instances' events, and when events stop and start reaching it. */
 export type TierBus = Pick<RedisBus, 'listen' | 'publish' | 'ready' | 'listenReady' | 'listenLost'>
@@ -101,7 +102,8 @@ export class SharedTier implements Tier {
    */
   async purgeMark (key: string): Promise<PurgeMark> {
     if (!this.#redis.up) return await this.#alone.purgeMark(key)
-    return await this.#orAlone(this.#driver.purgeMark(key), async () => await this.#alone.purgeMark(key))
+    const heard = this.#alone.lastPurge(key)
+    return await this.#orAlone(this.#driver.purgeMark(key).then((shared) => withHeard(shared, heard)), async () => await this.#alone.purgeMark(key))
   }
 
   takeClaim (key: string): ClaimedLoad | undefined {
@@ -111,16 +113,18 @@ export class SharedTier implements Tier {
   }
 
   /** Told to the other instances, and `lock` released, by the driver's write where it can (one round trip), else by their owners. */
-  async set (key: string, entry: CacheEntry, mark?: PurgeMark, lock?: HeldLock): Promise<CacheEntry | undefined> {
+  async set (key: string, entry: CacheEntry, loadMark?: PurgeMark, lock?: HeldLock): Promise<CacheEntry | undefined> {
+    const { mark, heard } = split(loadMark)
     if (!this.#redis.up) return await this.#alone.set(key, entry, mark)
     const generation = this.#copies.generation
+    const fill = heard !== undefined && this.#alone.lastPurge(key) !== heard && await this.#markLost(key) ? markedStale(entry) : entry
     let stored: CacheEntry | undefined
     try {
-      stored = await this.#driver.set(key, entry, mark, lock)
+      stored = await this.#driver.set(key, fill, mark, lock)
     } catch (error) {
       // Redis refused it (or failed meanwhile): the load still shelters the upstream from here, and is handed over later.
       this.#onError(error, key)
-      return await this.#alone.set(key, ...await this.#judged(key, entry, mark))
+      return await this.#alone.set(key, ...await this.#judged(key, fill, mark))
     }
     // Redis went away meanwhile (another command failed): held alone too, as Redis took it (stale, if a purge came since).
     if (!this.#redis.up) return stored === undefined ? undefined : await this.#alone.set(key, stored, mark)
@@ -133,6 +137,14 @@ export class SharedTier implements Tier {
     this.#copies.keep(key, stored, generation)
     this.#announce(key, stored)
     return stored
+  }
+
+  /**
+   * A purge was heard here while a load ran: where Redis still has a mark, its script orders the two; where it has none,
+   * it lost it (a restart, an eviction), and the fill is older than the purge. Read only then: no round trip otherwise.
+   */
+  async #markLost (key: string): Promise<boolean> {
+    return await this.#driver.purgeMark(key).catch(() => '') === ''
   }
 
   /**
@@ -188,8 +200,9 @@ export class SharedTier implements Tier {
   /** With `claiming`, a read that finds nothing servable claims the key's load too, where the driver can: kept for that load. */
   async #readShared (key: string, claiming = false): Promise<CacheEntry | undefined> {
     const generation = this.#copies.generation
+    const heard = this.#alone.lastPurge(key)
     const { entry, claimed } = claiming && this.#driver.getOrClaim !== undefined ? await this.#driver.getOrClaim(key) : { entry: await this.#driver.get(key) }
-    if (claimed !== undefined) this.#keepClaim(key, claimed)
+    if (claimed !== undefined) this.#keepClaim(key, { ...claimed, mark: withHeard(claimed.mark, heard) })
     if (entry !== undefined && this.#redis.up) this.#copies.keep(key, entry, generation)
     return entry
   }

@@ -2,7 +2,7 @@ import { setImmediate as turn } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import t from 'tap'
 import { profileOf } from '../../dev/profiles.ts'
-import { cacheStack, capturedLogger, eventually, RedisServer, stack, untilRedisReady } from '../helper.ts'
+import { cacheStack, capturedLogger, eventually, gate, RedisServer, stack, untilRedisReady } from '../helper.ts'
 
 const ADMIN_TOKEN = 'outage-admin-token'
 const USERNAMES = ['alice', 'bob', ...Array.from({ length: 7 }, (_, i) => `member-${i}`)]
@@ -114,3 +114,39 @@ t.test('REDIS_URL naming a database Redis refuses: said at warn, and Redis is no
   t.equal((await named.app.inject('/profile/eve')).statusCode, 200)
   await eventually(async () => (await db1.keys(`${named.config.CACHE_KEY_PREFIX}*`)).length > 0, 'its entries in database 1')
 })
+
+// Redis may lose a purge's mark while a load that began before the purge runs: restarted empty, or the mark evicted.
+for (const purger of ['another instance', 'the loading instance'] as const) {
+  for (const loss of ['Redis restarted empty', 'the purge mark evicted'] as const) {
+    t.test(`a purge by ${purger} during a load, then ${loss}: the load is stored stale, revalidated once`, async (t) => {
+      const redis = await RedisServer.start(t)
+      const upstream = await gate(t)
+      const { app: loader, another, sim, config } = await cacheStack(t, { env: { REDIS_URL: redis.url, ADMIN_TOKEN }, gate: upstream })
+      const other = await another()
+      const purging = purger === 'another instance' ? other : loader
+      upstream.hold()
+      const loading = loader.inject('/profile/race')
+      await eventually(() => upstream.held() === 1, 'the load reached the upstream')
+      const purge = await purging.inject({ method: 'POST', url: '/admin/purge/race', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+      t.equal(purge.statusCode, 200)
+      if (loss === 'Redis restarted empty') {
+        await redis.stop()
+        await eventually(() => loader.redisLayer?.health.up === false && other.redisLayer?.health.up === false, 'Redis seen down')
+        await redis.start()
+        await untilRedisReady(loader, 2)
+        await untilRedisReady(other, 2)
+      } else {
+        const raw = new Redis(redis.url)
+        t.equal(await raw.del(`${config.CACHE_KEY_PREFIX}v1:{race}:profile:purge`), 1, 'the mark was there')
+        raw.disconnect()
+      }
+      upstream.release()
+      t.equal((await loading).headers['x-cache'], 'MISS')
+      t.equal((await loader.inject('/profile/race')).headers['x-cache'], 'STALE', 'the loader: older than the purge')
+      t.equal((await other.inject('/profile/race')).headers['x-cache'], 'STALE', 'the other instance too')
+      await eventually(async () => (await loader.inject('/profile/race')).headers['x-cache'] === 'HIT', 'revalidated')
+      t.equal((await other.inject('/profile/race')).headers['x-cache'], 'HIT')
+      t.equal(sim.callsFor('profile', 'race'), 2, 'one revalidation')
+    })
+  }
+}

@@ -157,6 +157,34 @@ for (const fallback of ['Redis down before the store', 'a store Redis refuses'] 
   })
 }
 
+t.test('a purge heard during a load: Redis\'s mark orders the two while Redis has it; lost, the fill is stored stale', async (t) => {
+  // What Redis holds when the fill is stored: the mark the load read (the purge came before the load, heard late), a
+  // later one (the purge came during it), or none (Redis restarted, or the mark evicted).
+  for (const [atStore, fresh] of [['the mark the load read', true], ['a later mark', false], ['no mark', false]] as const) {
+    let redisMark = 'mark-1'
+    const written: CacheEntry[] = []
+    const driver: CacheDriver = {
+      get: async () => undefined,
+      // As the store script: stale when Redis's mark is not the one the load read.
+      set: async (_key, entry, mark) => {
+        const stored = redisMark !== '' && redisMark !== mark ? { ...entry, freshUntil: entry.storedAt } : entry
+        written.push(stored)
+        return stored
+      },
+      purgeMark: async () => redisMark,
+      markStale: async () => 0
+    }
+    let hear: (event: BusEvent) => void = () => {}
+    const { tier } = sharedTier({ driver, bus: quietBus({ listen: (listener: (event: BusEvent) => void) => { hear = listener } }) })
+    const mark = await tier.purgeMark('k')
+    hear({ type: 'staled', key: 'k' })
+    redisMark = atStore === 'the mark the load read' ? 'mark-1' : atStore === 'a later mark' ? 'mark-2' : ''
+    const stored = await tier.set('k', createEntry(200, '"loaded"', Date.now(), { freshMs: 300_000, staleMs: 60_000 }), mark)
+    t.equal(written.length, 1, `${atStore}: written once`)
+    t.equal(stored !== undefined && isFresh(stored, Date.now()), fresh, `${atStore}: stored ${fresh ? 'fresh' : 'stale'}`)
+  }
+})
+
 t.test('a purge made here during a load is not undone by it: Redis refusing both writes, or going away after taking the fill', async (t) => {
   for (const variant of ['Redis refuses the purge and the fill (OOM)', 'Redis takes the fill, the purge after it, then goes away'] as const) {
     const up = { up: true, listen: () => {} }
