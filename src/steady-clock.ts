@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks'
 
 /**
  * The app's clock: the wall time at the process's start, moved on by the monotonic clock. A step of the host's clock
- * (NTP stepping, a VM resumed) then neither ages nor refreshes what the instance holds, nor moves its times on
+ * (NTP stepping it, someone setting it) then neither ages nor refreshes what the instance holds, nor moves its times on
  * Redis's clock (the offset measured at connection stays true), nor its rate-limit windows.
  */
 export function steadyNow (): number {

@@ -4,7 +4,7 @@ import { anotherApp, simulator, testConfig, untilRedisReady } from '../../helper
 
 const HOUR_MS = 3_600_000
 
-// The app's own clock (no clock injected): a step of the host's clock, as NTP or a resumed VM makes one, is not time passing.
+// The app's own clock (no clock injected): a step of the host's clock, as NTP or an operator makes one, is not time passing.
 for (const store of ['redis', 'memory'] as const) {
   for (const stepMs of [HOUR_MS, -HOUR_MS]) {
     t.test(`${store}: the host's clock stepped ${stepMs > 0 ? 'forward' : 'back'} an hour neither ages nor refreshes what is held`, async (t) => {
