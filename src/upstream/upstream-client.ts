@@ -71,7 +71,7 @@ export class UpstreamClient {
       retryOnceAfterConnectionError,
       sent({ now }),
       token(options),
-      backoff({ window: options.backoff, budget: options.budget, now }),
+      backoff({ window: options.backoff, budget: options.budget }),
       concurrency({ limiter: options.limiter, latency: options.latency, callerMs, now }),
       budget({ budget: options.budget, latency: options.latency, now }),
       breaker({ breaker: options.breaker, callerMs, now }),

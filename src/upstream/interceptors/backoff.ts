@@ -12,7 +12,6 @@ export interface BackoffOptions {
   window: BackoffWindow
   /** Halved by a 429, fleet-wide. */
   budget: Pick<UpstreamBudget, 'slowDown'>
-  now: () => number
 }
 
 /**
@@ -43,7 +42,7 @@ class SlowDown extends Forward {
 
   override onResponseStart (controller: Controller, statusCode: number, headers: Headers, statusMessage?: string): void {
     const retryAfter = headers['retry-after']
-    if (statusCode === 429 || (statusCode === 503 && retryAfter !== undefined)) this.#seconds = retryAfterSeconds(retryAfter, this.#options.now())
+    if (statusCode === 429 || (statusCode === 503 && retryAfter !== undefined)) this.#seconds = retryAfterSeconds(retryAfter, headers.date)
     else super.onResponseStart(controller, statusCode, headers, statusMessage)
   }
 
@@ -60,11 +59,16 @@ class SlowDown extends Forward {
   }
 }
 
-/** Retry-After in seconds or as an HTTP date, capped; a missing or unreadable one means a short pause. */
-function retryAfterSeconds (header: string | string[] | undefined, now: number): number {
+/**
+ * Retry-After in seconds or as an HTTP date, capped; a missing or unreadable one means a short pause. A date is read
+ * against the answer's own `Date` (the upstream's clock, RFC 9110), else the host's wall clock: never the app's
+ * steady clock, which a step of the host's clock since the start leaves apart from wall time.
+ */
+function retryAfterSeconds (header: string | string[] | undefined, date: string | string[] | undefined): number {
   const value = Array.isArray(header) ? header[0] : header
   if (value === undefined) return DEFAULT_RETRY_AFTER_SECONDS
-  const seconds = /^\d+$/.test(value.trim()) ? Number(value) : (Date.parse(value) - now) / 1000
+  const answeredAt = typeof date === 'string' ? Date.parse(date) : Number.NaN
+  const seconds = /^\d+$/.test(value.trim()) ? Number(value) : (Date.parse(value) - (Number.isNaN(answeredAt) ? Date.now() : answeredAt)) / 1000
   if (!Number.isFinite(seconds)) return DEFAULT_RETRY_AFTER_SECONDS
   return Math.min(MAX_RETRY_AFTER_SECONDS, Math.max(1, Math.ceil(seconds)))
 }
