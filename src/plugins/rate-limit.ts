@@ -45,7 +45,8 @@ async function clientRateLimit (app: FastifyInstance, { now = steadyNow }: RateL
       keyPrefix: `${config.CACHE_KEY_PREFIX}ratelimit:`,
       windowMs: RATE_LIMIT_WINDOW_MS,
       maxClients: RATE_LIMIT_CLIENTS,
-      now,
+      // Windows on Redis's clock: every instance counts a minute into the same hash, whatever its own clock says.
+      now: () => redisLayer.clock.toRedis(now()),
       onError: (error) => app.log.debug({ err: error }, 'rate limit counts not synced')
     })
   // Before the Redis client quits (the redis plugin was registered first, so it closes last).

@@ -122,6 +122,22 @@ t.test('with Redis, instances share one budget per client: each sees the others\
   t.equal((await other.inject({ url: '/profile/alice', remoteAddress: '10.0.0.2' })).statusCode, 200, 'another client has its own')
 })
 
+for (const skewMs of [-60_000, 60_000]) {
+  t.test(`with Redis, two instances whose clocks are ${skewMs / 1000} s apart count into the same minute`, async (t) => {
+    const clock = new Clock()
+    const skewed = new Clock(clock.now() + skewMs)
+    const { app, config } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3', REDIS_URL }, now: clock.now })
+    const other = await anotherApp(t, config, skewed.now)
+    for (const each of [app, other]) await eventually(() => each.redisLayer?.health.up === true, 'redis up')
+    for (let request = 0; request < 3; request++) t.equal((await app.inject('/profile/alice')).statusCode, 200)
+    await nextSync(app)
+    const synced = nextSync(other)
+    await other.inject('/profile/alice')
+    await synced
+    t.equal((await other.inject('/profile/alice')).statusCode, 429, 'the other instance saw the first one\'s count')
+  })
+}
+
 t.test('with Redis unreachable, the instance counts alone: the limit holds per instance, nobody waits on Redis', async (t) => {
   const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '2', REDIS_URL: `redis://127.0.0.1:${await freePort()}` }, now: new Clock().now })
   const statuses = []
