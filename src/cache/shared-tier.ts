@@ -30,10 +30,10 @@ export interface SharedTierOptions {
  * Redis with this instance in front of it. While Redis is up, hits are answered from short copies, shared reads of one
  * key are made once however many requests want it, and fills and purges are told to the other instances; with the bus
  * down or flapping too, only the copies' own bound (2 s) keeps them coherent. While Redis itself is down, this
- * instance's own store is the cache, for each entry's whole life (what only the copies' bound vouched for, 2 s
- * fresh), so the upstream stays sheltered. What it holds alone
- * is read before Redis, and handed to Redis as soon as Redis takes writes again, so that no hot key turns into an
- * upstream call: stale where Redis holds a version of the key, since a purge made meanwhile may be forgotten there.
+ * instance's own store is the cache, for each entry's whole life (what only the copies' bound vouched for, 2 s fresh),
+ * so the upstream stays sheltered. What it holds alone is read before Redis, and handed to Redis as soon as Redis takes
+ * writes again, so that no hot key turns into an upstream call: stale where Redis holds a version of the key, since a
+ * purge made meanwhile may be forgotten there.
  */
 export class SharedTier implements Tier {
   readonly #driver: CacheDriver
@@ -97,13 +97,14 @@ export class SharedTier implements Tier {
   }
 
   /**
-   * The mark of the store a fill would go to now. Should the load end on the other side of an outage's
-   * edge, that store takes it for no mark: stale if it remembers a purge, one revalidation at most.
+   * The mark of the store a fill would go to now, with the last purge heard here (see load-mark.ts). Should the load end
+   * on the other side of an outage's edge, that store takes it for no mark: stale if it remembers a purge.
    */
   async purgeMark (key: string): Promise<PurgeMark> {
-    if (!this.#redis.up) return await this.#alone.purgeMark(key)
     const heard = this.#alone.lastPurge(key)
-    return await this.#orAlone(this.#driver.purgeMark(key).then((shared) => withHeard(shared, heard)), async () => await this.#alone.purgeMark(key))
+    const alone = async (): Promise<PurgeMark> => withHeard(await this.#alone.purgeMark(key), heard)
+    if (!this.#redis.up) return await alone()
+    return await this.#orAlone(this.#driver.purgeMark(key).then((shared) => withHeard(shared, heard)), alone)
   }
 
   takeClaim (key: string): ClaimedLoad | undefined {
@@ -117,7 +118,9 @@ export class SharedTier implements Tier {
     const { mark, heard } = split(loadMark)
     if (!this.#redis.up) return await this.#alone.set(key, entry, mark)
     const generation = this.#copies.generation
-    const fill = heard !== undefined && this.#alone.lastPurge(key) !== heard && await this.#markLost(key) ? markedStale(entry) : entry
+    // A purge heard or made here since the load began (one forgotten since came long before it).
+    const last = this.#alone.lastPurge(key)
+    const fill = heard !== undefined && last !== '' && last !== heard && await this.#markLost(key) ? markedStale(entry) : entry
     let stored: CacheEntry | undefined
     try {
       stored = await this.#driver.set(key, fill, mark, lock)
@@ -139,10 +142,7 @@ export class SharedTier implements Tier {
     return stored
   }
 
-  /**
-   * A purge was heard here while a load ran: where Redis still has a mark, its script orders the two; where it has none,
-   * it lost it (a restart, an eviction), and the fill is older than the purge. Read only then: no round trip otherwise.
-   */
+  /** After a purge heard during a load: a mark, and Redis's script orders the two; none, and Redis lost it (a restart, an eviction). */
   async #markLost (key: string): Promise<boolean> {
     return await this.#driver.purgeMark(key).catch(() => '') === ''
   }

@@ -4,7 +4,10 @@ import { createEntry, isFresh, type CacheEntry } from '../../../src/cache/cache-
 import type { CacheDriver } from '../../../src/cache/driver.ts'
 import { NearCopies } from '../../../src/cache/near-copies.ts'
 import type { BusEvent } from '../../../src/redis/bus.ts'
-import { Clock, eventually, quietBus, sharedTier } from '../../helper.ts'
+import { loadBudget } from '../../../src/load-budget.ts'
+import { Clock, eventually, quietBus, sharedTier, unitConfig } from '../../helper.ts'
+
+const PURGE_MEMORY_MS = loadBudget(unitConfig()).purgeMemoryMs
 
 /** A shared store whose reads the test answers one by one, and an events channel the test speaks on. */
 function tierOverHeldReads () {
@@ -183,6 +186,49 @@ t.test('a purge heard during a load: Redis\'s mark orders the two while Redis ha
     t.equal(written.length, 1, `${atStore}: written once`)
     t.equal(stored !== undefined && isFresh(stored, Date.now()), fresh, `${atStore}: stored ${fresh ? 'fresh' : 'stale'}`)
   }
+})
+
+/** Redis as the store script sees it: a fill is stale where Redis has a mark other than the load's; a mark lasts purgeMemoryMs. */
+function expiringMarks (clock: Clock) {
+  const state = { mark: 'mark-0', until: Infinity }
+  const current = (): string => clock.now() < state.until ? state.mark : ''
+  const driver: CacheDriver = {
+    get: async () => undefined,
+    set: async (_key, entry, mark = '') => current() !== '' && current() !== mark ? { ...entry, freshUntil: entry.storedAt } : entry,
+    purgeMark: async () => current(),
+    markStale: async () => 0
+  }
+  const purge = (): void => { state.mark = `mark-${Math.random()}`; state.until = clock.now() + PURGE_MEMORY_MS }
+  return { driver, purge, state }
+}
+
+t.test('a load begun after a purge whose memory ends during the load (here and in Redis) is stored fresh', async (t) => {
+  const clock = new Clock()
+  const redis = expiringMarks(clock)
+  let hear: (event: BusEvent) => void = () => {}
+  const { tier } = sharedTier({ driver: redis.driver, now: clock.now, bus: quietBus({ listen: (listener: (event: BusEvent) => void) => { hear = listener } }) })
+  redis.purge()
+  hear({ type: 'staled', key: 'k' })
+  clock.advance(PURGE_MEMORY_MS - 1_000)
+  const mark = await tier.purgeMark('k')
+  clock.advance(2_000)
+  const stored = await tier.set('k', createEntry(200, '"after the purge"', clock.now(), { freshMs: 300_000, staleMs: 60_000 }), mark)
+  t.ok(stored !== undefined && isFresh(stored, clock.now()), 'fresh: no revalidation more')
+})
+
+t.test('a load whose mark was read while Redis was down here, a purge heard during it, then Redis losing the mark: stored stale', async (t) => {
+  const clock = new Clock()
+  const redis = expiringMarks(clock)
+  const up = { up: false, listen: () => {} }
+  let hear: (event: BusEvent) => void = () => {}
+  const { tier } = sharedTier({ driver: redis.driver, redis: up, now: clock.now, bus: quietBus({ listen: (listener: (event: BusEvent) => void) => { hear = listener } }) })
+  const mark = await tier.purgeMark('k')
+  up.up = true
+  redis.purge()
+  hear({ type: 'staled', key: 'k' })
+  redis.state.until = 0
+  const stored = await tier.set('k', createEntry(200, '"before the purge"', clock.now(), { freshMs: 300_000, staleMs: 60_000 }), mark)
+  t.notOk(stored !== undefined && isFresh(stored, clock.now()), 'stale: the purge is not undone')
 })
 
 t.test('a purge made here during a load is not undone by it: Redis refusing both writes, or going away after taking the fill', async (t) => {
