@@ -16,7 +16,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Answers an error Fastify raised before routing (`frameworkErrors`), as any other error. */
     answerFrameworkError: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => void
-    /** METHOD_NOT_ALLOWED when the path has routes for other methods, else NOT_FOUND. */
+    /** METHOD_NOT_ALLOWED when the path has routes for other methods only, else NOT_FOUND. */
     noRouteError: (method: string, url: string) => NoRouteError
   }
 }
@@ -38,7 +38,8 @@ async function errorHandler (app: FastifyInstance, { now = steadyNow }: ErrorHan
   app.decorate('noRouteError', (method: string, url: string): NoRouteError => {
     const path = url.split('?')[0] ?? '/'
     const allowed = methods(path)
-    if (allowed.length === 0) return new NOT_FOUND(method, shortPrefix(path))
+    // A method the path has is not refused as such: a wildcard route (the docs' files) may still find nothing there.
+    if (allowed.length === 0 || allowed.includes(method)) return new NOT_FOUND(method, shortPrefix(path))
     return Object.assign(new METHOD_NOT_ALLOWED(method, allowed.join(', ')), { allow: allowed.join(', ') })
   })
 

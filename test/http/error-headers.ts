@@ -83,3 +83,16 @@ t.test('an error message repeats at most a short prefix of what the caller sent'
   const batch = await app.inject(`/profiles?username=${long}`)
   t.equal(batch.json().errors[long].message, `No profile for username ${long.slice(0, 40)}…`)
 })
+
+t.test('a missing file of the docs\' UI answers 404 NOT_FOUND, not a 405 naming the method asked as allowed', async (t) => {
+  const { app } = await stack(t)
+  for (const method of ['GET', 'HEAD'] as const) {
+    const res = await app.inject({ method, url: '/docs/static/nope.js', headers: ORIGIN })
+    t.equal(res.statusCode, 404, method)
+    t.equal(res.headers.allow, undefined, `${method}: no Allow`)
+    if (method === 'GET') t.same(res.json(), { statusCode: 404, code: 'NOT_FOUND', error: 'Not Found', message: 'Route GET /docs/static/nope.js not found' })
+  }
+  const post = await app.inject({ method: 'POST', url: '/docs/static/nope.js', headers: ORIGIN })
+  t.equal(post.statusCode, 405, 'another method is still refused as such')
+  t.equal(post.headers.allow, 'GET, HEAD')
+})
