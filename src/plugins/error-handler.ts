@@ -47,12 +47,14 @@ async function errorHandler (app: FastifyInstance, { now = steadyNow }: ErrorHan
     throw app.noRouteError(request.method, request.url)
   })
 
-  app.setErrorHandler(async (error: NoRouteError, request, reply) => {
-    if (callerWentAway(request, error)) {
+  app.setErrorHandler(async (raised: NoRouteError, request, reply) => {
+    if (callerWentAway(request, raised)) {
       // Its connection is closed: nothing can be sent, and nothing of ours failed.
       request.log.info('the caller went away before its answer')
       return
     }
+    // Fastify parses a body even for no route: what the caller asked for does not exist, whatever its body (one too large stays 413).
+    const error = request.is404 && unparsedBody(raised) ? app.noRouteError(request.method, request.url) : raised
     const body = errorResponse(error)
     const refused = refusalOf(error)
     if (refused !== undefined) {
@@ -96,6 +98,11 @@ function routeMethods (app: FastifyInstance): (path: string) => string[] {
   })
   const candidates = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const
   return (path) => candidates.filter((method) => router.find(method, path) !== null)
+}
+
+/** Fastify's 400 for a body it could not parse (not JSON, empty, shorter or longer than its Content-Length). */
+function unparsedBody (error: FastifyError): boolean {
+  return error.statusCode === 400 && error.code?.startsWith('FST_ERR_CTP_') === true
 }
 
 /** A negative entry's 404 may be kept as long as the entry lives, any other 404 for NOT_FOUND_TTL_SECONDS; other errors never. */

@@ -70,6 +70,26 @@ t.test('a known route asked with another method answers 405 METHOD_NOT_ALLOWED w
   t.equal(sim.stats.dataCalls, 0)
 })
 
+t.test('a body that cannot be parsed does not hide that no route takes the request; one too large is still 413', async (t) => {
+  const { app } = await stack(t)
+  const json = { ...ORIGIN, 'content-type': 'application/json' }
+  for (const [what, method, url, payload, status, code] of [
+    ['no such path', 'POST', '/nowhere', '{', 404, 'NOT_FOUND'],
+    ['no such path, an empty body', 'POST', '/nowhere', '', 404, 'NOT_FOUND'],
+    ['a path of another method', 'DELETE', '/profile/alice', '{', 405, 'METHOD_NOT_ALLOWED'],
+    ['the purge without ADMIN_TOKEN', 'POST', '/admin/purge/alice', '{', 404, 'NOT_FOUND']
+  ] as const) {
+    const res = await app.inject({ method, url, headers: json, payload })
+    t.equal(res.statusCode, status, what)
+    t.match(res.json(), { statusCode: status, code }, what)
+    t.equal(res.headers.allow, status === 405 ? 'GET, HEAD' : undefined, `${what}: Allow`)
+    assertAnswerHeaders(t, res.headers, what)
+  }
+  const large = await app.inject({ method: 'POST', url: '/nowhere', headers: json, payload: `"${'x'.repeat(2 * 1024 * 1024)}"` })
+  t.equal(large.statusCode, 413)
+  t.equal(large.json().code, 'PAYLOAD_TOO_LARGE')
+})
+
 t.test('an error message repeats at most a short prefix of what the caller sent', async (t) => {
   const { app } = await stack(t)
   const long = 'ghost-' + 'x'.repeat(120)
