@@ -20,6 +20,8 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const token = app.config.ADMIN_TOKEN
   if (token === undefined) return
   const expected = digest(token)
+  // Fastify's default text parser would let a text body through: a purge takes JSON or nothing (415 like any other type).
+  app.removeContentTypeParser('text/plain')
 
   app.post('/admin/purge/:username', {
     schema: {

@@ -50,6 +50,19 @@ t.test('a body too large carries the same headers', async (t) => {
   assertAnswerHeaders(t, res.headers, '413')
 })
 
+t.test('the purge refuses a body of any type but JSON with the same 415, text/plain included', async (t) => {
+  const { app } = await stack(t, { env: { ADMIN_TOKEN: 'admin-token' } })
+  for (const type of ['application/x-www-form-urlencoded', 'text/plain', 'text/plain; charset=utf-8', 'application/xml']) {
+    const res = await app.inject({
+      method: 'POST', url: '/admin/purge/alice', headers: { ...ORIGIN, authorization: 'Bearer admin-token', 'content-type': type }, payload: 'hello'
+    })
+    t.equal(res.statusCode, 415, type)
+    t.same(res.json(), { statusCode: 415, code: 'UNSUPPORTED_MEDIA_TYPE', error: 'Unsupported Media Type', message: 'Unsupported Media Type' }, type)
+    t.equal(res.headers['cache-control'], 'no-store', type)
+    assertAnswerHeaders(t, res.headers, type)
+  }
+})
+
 t.test('a known route asked with another method answers 405 METHOD_NOT_ALLOWED with Allow', async (t) => {
   const { app, sim } = await stack(t)
   for (const [method, url] of [['POST', '/profile/alice'], ['DELETE', '/profile/alice/timeline'], ['PUT', '/user/alice?query=name'],
