@@ -43,6 +43,9 @@ const uncounted: ErrorHeaderOptions = { rateLimited: false }
 const malformedUrl: CodedError = { statusCode: 400, code: 'BAD_REQUEST', message: '\'/profile/%ZZ\' is not a valid url component' }
 const malformedQuery: CodedError = { ...malformedUrl, message: '\'/profiles?username=%ZZ\' is not a valid url component' }
 
+/** A purge's body of a type other than JSON: Fastify's own error, under a code named after its status. */
+const unsupportedBody: CodedError = { statusCode: 415, code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Unsupported Media Type' }
+
 /**
  * Refused before any route runs, the same for every operation (Node's HTTP parser, or plugins/http-edges.ts):
  * the document lists them once, as components every operation refers to (see document.ts).
@@ -103,4 +106,4 @@ export const readinessErrorResponses = errorResponses(uncounted, new errors.SHUT
 
 /** The errors of the admin purge: counted by the rate limit like the data routes. */
 export const adminErrorResponses = errorResponses(counted, new errors.INVALID_USERNAME(), malformedUrl, new errors.UNAUTHORIZED(),
-  new errors.RATE_LIMITED(42), new errors.CACHE_UNAVAILABLE('redis is down'), shed, ...edgeErrors)
+  unsupportedBody, new errors.RATE_LIMITED(42), new errors.CACHE_UNAVAILABLE('redis is down'), shed, ...edgeErrors)

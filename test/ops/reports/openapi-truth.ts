@@ -109,6 +109,7 @@ async function corpus (t: Test): Promise<{ recorded: Recorded[], document: Docum
     { method: 'POST', url: '/admin/purge/alice', headers: admin }, { method: 'POST', url: '/admin/purge/alice' },
     { method: 'POST', url: '/admin/purge/a%01b', headers: admin, invalid: true },
     { method: 'POST', url: '/admin/purge/alice', headers: { ...admin, 'content-type': 'application/json' }, payload: `"${'x'.repeat(1_100_000)}"` },
+    { method: 'POST', url: '/admin/purge/alice', headers: { ...admin, 'content-type': 'text/plain' }, payload: 'hello' },
     { method: 'DELETE', url: '/profile/alice', component: true }, { url: '/nowhere', component: true })
 
   // HEAD, which the document says every GET shares (status and headers, no body).
