@@ -439,6 +439,8 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    /** @description `no-store`: the answer describes this moment */
+                    "cache-control"?: "no-store";
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     [name: string]: unknown;

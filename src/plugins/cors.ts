@@ -19,7 +19,9 @@ async function corsPolicy (app: FastifyInstance): Promise<void> {
     methods: ['GET', 'HEAD'],
     exposedHeaders: EXPOSED_HEADERS,
     // Browsers may reuse a preflight answer this long (seconds); most lookups need none anyway.
-    maxAge: 600
+    maxAge: 600,
+    // For HTTP caches, as every other answer not of the data: the browser's preflight cache heeds maxAge, not this.
+    cacheControl: 'no-store'
   }
   app.answerHeaders.add(await simpleRequestHeaders(options, origins))
   // @fastify/cors, in a scope of its own, answers only the preflights (its OPTIONS route, every path).

@@ -58,9 +58,13 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       summary: 'Liveness: 200 while the process runs',
       description: 'For an orchestrator\'s liveness probe: answers as long as the process can answer at all, even while load is shed.',
       tags: ['operations'],
-      response: { 200: withHeaders(Type.Object({ status: Type.Literal('ok') }), REQUEST_ID_HEADER), ...unshedErrorResponses }
+      response: { 200: withHeaders(Type.Object({ status: Type.Literal('ok') }), { ...NO_STORE_HEADER, ...REQUEST_ID_HEADER }), ...unshedErrorResponses }
     }
-  }, async () => ({ status: 'ok' as const }))
+  }, async (_request, reply) => {
+    // A probe must reach this process, never a cache's copy of an earlier answer.
+    reply.header('cache-control', 'no-store')
+    return { status: 'ok' as const }
+  })
 
   app.get('/readyz', {
     config: { operational: true },

@@ -32,3 +32,21 @@ t.test('a 404 may be cached: NOT_FOUND_TTL_SECONDS for an unknown route; any oth
     t.equal(res.headers['cache-control'], 'no-store', `${method} ${url}`)
   }
 })
+
+t.test('every answer carries Cache-Control: no-store on liveness and on a preflight, whose own caching stays Access-Control-Max-Age', async (t) => {
+  const { app } = await stack(t)
+  for (const method of ['GET', 'HEAD'] as const) {
+    const res = await app.inject({ method, url: '/healthz' })
+    t.equal(res.statusCode, 200, method)
+    t.equal(res.headers['cache-control'], 'no-store', `${method} /healthz`)
+  }
+  const preflight = await app.inject({
+    method: 'OPTIONS', url: '/profile/alice', headers: { origin: 'https://app.example', 'access-control-request-method': 'GET' }
+  })
+  t.equal(preflight.statusCode, 204)
+  t.equal(preflight.headers['cache-control'], 'no-store')
+  t.equal(preflight.headers['access-control-max-age'], '600')
+  for (const url of ['/readyz', '/metrics', '/docs/json', '/docs/static/swagger-ui.css', '/profile/alice']) {
+    t.match((await app.inject(url)).headers['cache-control'], /\S/, url)
+  }
+})
