@@ -73,13 +73,16 @@ function figuresOf ({ entry, at, state }: Served): CachingFigures {
   }
 }
 
-/** Several entries answer as their least fresh one, with the oldest age of those served from the cache. */
+/**
+ * Several entries answer as their least fresh one, with the oldest age when every one came from the cache: a MISS
+ * (or BYPASS) has no Age, as a single entry's, since a cache would take a partly fresh answer for an older one.
+ */
 function combinedFigures (served: readonly Served[]): CachingFigures {
   const each = served.map(figuresOf)
   const ages = each.flatMap(({ age }) => age === undefined ? [] : [age])
   return {
     state: worstState(each.map(({ state }) => state)),
-    age: ages.length > 0 ? Math.max(...ages) : undefined,
+    age: ages.length === each.length ? Math.max(...ages) : undefined,
     maxAge: Math.min(...each.map(({ maxAge }) => maxAge)),
     staleLeft: Math.min(...each.map(({ staleLeft }) => staleLeft)),
     freshness: Math.min(...each.map(({ freshness }) => freshness))

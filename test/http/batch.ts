@@ -161,6 +161,19 @@ t.test('with the counts shared through Redis, a batch still counts once per user
   t.equal(second.json().code, 'RATE_LIMITED')
 })
 
+t.test('a batch with an entry loaded for it answers MISS without Age, as a single MISS does; from the cache alone, the oldest age', async (t) => {
+  const { app, clock } = await cacheStack(t)
+  await app.inject('/profile/bob')
+  clock.advance(88_000)
+  const partly = await app.inject(batchUrl(['bob', 'cold-1']))
+  t.equal(partly.statusCode, 200)
+  t.equal(partly.headers['x-cache'], 'MISS')
+  t.equal(partly.headers.age, undefined, 'no Age on a MISS')
+  const cached = await app.inject(batchUrl(['bob', 'cold-1']))
+  t.equal(cached.headers['x-cache'], 'HIT')
+  t.equal(cached.headers.age, '88')
+})
+
 t.test('ETag and 304; Cache-Control takes the least fresh entry', async (t) => {
   const { app, clock } = await cacheStack(t)
   await app.inject('/profile/old-one')
