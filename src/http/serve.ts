@@ -141,7 +141,7 @@ function wholeSeconds (ms: number): number {
 }
 
 /** RFC 9110: `*`, or a list of tags compared weakly (a `W/` prefix does not matter for GET). */
-function matchesEtag (header: string | undefined, etag: string): boolean {
+export function matchesEtag (header: string | undefined, etag: string): boolean {
   if (header === undefined) return false
   if (header.trim() === '*') return true
   return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag)

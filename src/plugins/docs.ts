@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto'
 import fastifyCaching from '@fastify/caching'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import { matchesEtag } from '../http/serve.ts'
 import { commaSeparated, DOCUMENT, referRefusals } from '../schemas/document.ts'
 import { requiredHeaders } from '../schemas/headers.ts'
 import { DOCS_PREFIX } from './route-config.ts'
@@ -11,18 +12,14 @@ import { DOCS_PREFIX } from './route-config.ts'
 /** The docs change only with a deploy: browsers may keep them an hour, and revalidate with their ETag. */
 const DOCS_MAX_AGE_SECONDS = 3600
 
-/**
- * Sets the body's tag through @fastify/caching, which remembers it: the next If-None-Match with it is
- * answered 304 by the plugin's own onRequest hook, before the route runs. Sound here (not on the data
- * routes) because a docs body never changes while the process runs.
- */
-function tagOnce (tags: Map<string, string>, reply: FastifyReply, body: string): void {
+/** The body's tag, computed once per body: the docs' bodies are the same for the life of the process. */
+function tagOf (tags: Map<string, string>, body: string): string {
   let tag = tags.get(body)
   if (tag === undefined) {
     tag = `"${createHash('sha1').update(body).digest('base64url')}"`
     tags.set(body, tag)
   }
-  reply.etag(tag)
+  return tag
 }
 
 /**
@@ -38,14 +35,20 @@ async function docs (app: FastifyInstance): Promise<void> {
   })
   // Its own scope: the docs' caching hooks never run on the data routes.
   await app.register(async (scope) => {
-    // Tags per body, computed once: the docs' bodies are the same for the life of the process.
-    const tags = new Map<string, string>()
-    // Before the plugin's own onSend, which stores the tag this one sets.
-    scope.addHook('onSend', async (_request, reply, payload) => {
-      if (reply.statusCode === 200 && !reply.hasHeader('etag') && typeof payload === 'string') tagOnce(tags, reply, payload)
-      return payload
-    })
+    // Only its Cache-Control: its tag store (never filled, as reply.etag is not called) would answer 304 before the route,
+    // for any URL's tag and without the 200's headers.
     await scope.register(fastifyCaching, { privacy: 'public', expiresIn: DOCS_MAX_AGE_SECONDS })
+    const tags = new Map<string, string>()
+    // After its onSend, so that a 304 keeps the Cache-Control it gave the 200; the UI's files (streams) have their own tags.
+    scope.addHook('onSend', async (request, reply, payload) => {
+      if (reply.statusCode !== 200 || typeof payload !== 'string') return payload
+      const tag = tagOf(tags, payload)
+      reply.header('etag', tag)
+      if (!matchesEtag(request.headers['if-none-match'], tag)) return payload
+      reply.code(304).removeHeader('content-type')
+      // No body; a HEAD's is dropped by Fastify's own hook after this one, which measures it (and fails on none).
+      return request.method === 'HEAD' ? payload : null
+    })
     await scope.register(swaggerUi, {
       routePrefix: DOCS_PREFIX,
       // A CSP of its own for the UI's pages (scripts and styles from here only), instead of the API's
