@@ -332,6 +332,10 @@ export interface operations {
                 headers: {
                     /** @description `no-store`: the answer describes this moment */
                     "cache-control"?: "no-store";
+                    /** @description `accept-encoding` when the body is large enough to be sent compressed */
+                    vary?: string;
+                    /** @description present when the body is compressed */
+                    "content-encoding"?: "br" | "gzip";
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
                     [name: string]: unknown;

@@ -119,12 +119,12 @@ function sendEncoded (reply: FastifyReply, { body, etag }: Representation, encod
 }
 
 /** `"abc"` in brotli is `"abc-br"`: a tag per coding, derived from the body's. */
-function codedEtag (etag: string, coding: string): string {
+export function codedEtag (etag: string, coding: string): string {
   return `${etag.slice(0, -1)}-${coding}"`
 }
 
 /** Adds to Vary rather than replacing what is there (CORS may have put `Origin`). */
-function addVary (reply: FastifyReply, header: string): void {
+export function addVary (reply: FastifyReply, header: string): void {
   const current = reply.getHeader('vary')
   reply.header('vary', current === undefined ? header : `${String(current)}, ${header}`)
 }

@@ -4,7 +4,8 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { matchesEtag } from '../http/serve.ts'
+import { EncodedBodies, preferredCoding, worthEncoding } from '../http/encoded-bodies.ts'
+import { addVary, codedEtag, matchesEtag } from '../http/serve.ts'
 import { commaSeparated, DOCUMENT, referRefusals } from '../schemas/document.ts'
 import { requiredHeaders } from '../schemas/headers.ts'
 import { DOCS_PREFIX } from './route-config.ts'
@@ -39,15 +40,25 @@ async function docs (app: FastifyInstance): Promise<void> {
     // for any URL's tag and without the 200's headers.
     await scope.register(fastifyCaching, { privacy: 'public', expiresIn: DOCS_MAX_AGE_SECONDS })
     const tags = new Map<string, string>()
+    // As on the data routes: a large body encoded once, each coding with a tag of its own.
+    const encodings = new EncodedBodies()
     // After its onSend, so that a 304 keeps the Cache-Control it gave the 200; the UI's files (streams) have their own tags.
     scope.addHook('onSend', async (request, reply, payload) => {
       if (reply.statusCode !== 200 || typeof payload !== 'string') return payload
-      const tag = tagOf(tags, payload)
+      const identityTag = tagOf(tags, payload)
+      const encoded = worthEncoding(payload) ? encodings.peek(identityTag) ?? await encodings.get(identityTag, payload) : undefined
+      const coding = encoded === undefined ? undefined : preferredCoding(request.headers['accept-encoding'])
+      if (encoded !== undefined) addVary(reply, 'accept-encoding')
+      const tag = coding === undefined ? identityTag : codedEtag(identityTag, coding)
+      const body = encoded === undefined || coding === undefined ? payload : encoded[coding]
       reply.header('etag', tag)
-      if (!matchesEtag(request.headers['if-none-match'], tag)) return payload
-      reply.code(304).removeHeader('content-type')
-      // No body; a HEAD's is dropped by Fastify's own hook after this one, which measures it (and fails on none).
-      return request.method === 'HEAD' ? payload : null
+      if (matchesEtag(request.headers['if-none-match'], tag)) {
+        reply.code(304).removeHeader('content-type')
+        // No body; a HEAD's is dropped by Fastify's own hook after this one, which measures it (and fails on none).
+        return request.method === 'HEAD' ? body : null
+      }
+      if (coding !== undefined) reply.header('content-encoding', coding)
+      return body
     })
     await scope.register(swaggerUi, {
       routePrefix: DOCS_PREFIX,

@@ -55,6 +55,12 @@ const CACHE_STATE_HEADERS: HeaderDocs = {
   'server-timing': { type: 'string', description: '`cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream' }
 }
 
+/** Headers of a body that may be sent compressed (1,400 bytes or more). */
+export const ENCODING_HEADERS: HeaderDocs = {
+  vary: { type: 'string', description: '`accept-encoding` when the body is large enough to be sent compressed' },
+  'content-encoding': { type: 'string', enum: ['br', 'gzip'], description: 'present when the body is compressed' }
+}
+
 /** Headers of an answer served through the cache (200, and 304 where no body is sent). */
 export const CACHED_HEADERS: HeaderDocs = {
   ...CACHE_STATE_HEADERS,
@@ -63,8 +69,7 @@ export const CACHED_HEADERS: HeaderDocs = {
     description: '`public, max-age=<freshness left>, stale-while-revalidate=<at most the freshness>, stale-if-error=<stale window left>`'
   },
   etag: { type: 'string', description: 'this version of the body, in this encoding: send it back as `If-None-Match`' },
-  vary: { type: 'string', description: '`accept-encoding` when the body is large enough to be sent compressed' },
-  'content-encoding': { type: 'string', enum: ['br', 'gzip'], description: 'present when the body is compressed' },
+  ...ENCODING_HEADERS,
   ...REQUEST_ID_HEADER,
   ...RATE_LIMIT_HEADERS
 }

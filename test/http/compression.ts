@@ -1,7 +1,7 @@
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import t from 'tap'
 import { EncodedBodies, MIN_ENCODED_BYTES, preferredCoding } from '../../src/http/encoded-bodies.ts'
-import { cacheStack } from '../helper.ts'
+import { cacheStack, stack } from '../helper.ts'
 
 const members = Array.from({ length: 30 }, (_, i) => `c-${i}`)
 const batchUrl = `/profiles?${members.map((username) => `username=${username}`).join('&')}`
@@ -27,6 +27,30 @@ t.test('a large body goes out in the caller\'s coding, decoding to exactly the i
   t.equal(etags.size, 3, 'identity, br and gzip: three tags')
   const identityTagForBrotli = await app.inject({ url: batchUrl, headers: { 'accept-encoding': 'br', 'if-none-match': String(identity.headers.etag) } })
   t.equal(identityTagForBrotli.statusCode, 200, 'the identity tag does not name the brotli bytes')
+})
+
+t.test('the docs and /metrics are compressed too: the docs with a tag per coding that revalidates, /metrics fresh each scrape', async (t) => {
+  const { app } = await stack(t)
+  const decode = { br: brotliDecompressSync, gzip: gunzipSync }
+  for (const url of ['/docs/json', '/docs/yaml']) {
+    const identity = await app.inject(url)
+    t.ok(identity.rawPayload.length >= MIN_ENCODED_BYTES, `${url}: a body above the threshold`)
+    t.equal(identity.headers.vary, 'accept-encoding', url)
+    for (const coding of ['br', 'gzip'] as const) {
+      const res = await app.inject({ url, headers: { 'accept-encoding': coding } })
+      t.equal(res.headers['content-encoding'], coding, `${url} ${coding}`)
+      t.same(decode[coding](res.rawPayload), identity.rawPayload, `${url}: ${coding} decodes to the identity body`)
+      t.not(res.headers.etag, identity.headers.etag, `${url}: ${coding} has its own tag`)
+      const revalidated = await app.inject({ url, headers: { 'accept-encoding': coding, 'if-none-match': String(res.headers.etag) } })
+      t.equal(revalidated.statusCode, 304, `${url}: ${coding}'s tag revalidates`)
+      t.equal(revalidated.headers['content-encoding'], undefined)
+    }
+  }
+  const metrics = await app.inject({ url: '/metrics', headers: { 'accept-encoding': 'gzip' } })
+  t.equal(metrics.headers['content-encoding'], 'gzip')
+  t.equal(metrics.headers.vary, 'accept-encoding')
+  t.match(gunzipSync(metrics.rawPayload).toString(), /^# HELP /m)
+  t.equal((await app.inject('/metrics')).headers['content-encoding'], undefined, 'as it is to a scraper that accepts no coding')
 })
 
 t.test('a body below the threshold (a profile) is sent as it is, without Vary', async (t) => {
