@@ -9,7 +9,7 @@ import { SharedWindow } from '../redis/shared-window.ts'
 import { TokenCipher } from '../upstream/token-cipher.ts'
 import { TokenEndpoint } from '../upstream/token-endpoint.ts'
 import { TokenManager } from '../upstream/token-manager.ts'
-import { EXCHANGE_DEADLINE_MS } from '../upstream/token-timing.ts'
+import { LONGEST_EXCHANGE_MS } from '../upstream/token-timing.ts'
 import { RedisTokenStore } from '../upstream/token-store.ts'
 import { RecentLatency } from '../upstream/recent-latency.ts'
 import { UpstreamClient } from '../upstream/upstream-client.ts'
@@ -37,8 +37,8 @@ async function upstream (app: FastifyInstance, { now = steadyNow, socketPath }: 
   const base = new URL(config.UPSTREAM_BASE_URL)
   const auth = new URL(config.AUTH_URL)
   const upstreamPool = originPool(base.origin, limits.callerMs, config.UPSTREAM_MAX_CONCURRENCY, socketPath)
-  // An exchange may take its own deadline when callers' time is shorter: they get their 504, the next caller the token.
-  const exchangeMs = Math.max(limits.exchangeMs, EXCHANGE_DEADLINE_MS)
+  // An exchange may run its whole course when callers' time is shorter: they get their 504, the next caller the token.
+  const exchangeMs = Math.max(limits.exchangeMs, LONGEST_EXCHANGE_MS)
 
   const prefix = config.CACHE_KEY_PREFIX
   const tokenLog = app.log.child({ component: 'token-manager' })

@@ -33,8 +33,8 @@ export interface TokenManagerOptions {
   random?: () => number
 }
 
-/** One exchange (or wait for another instance's), aborted when given up on: past the provider's deadline, unanswered. */
-interface Renewal { promise: Promise<AccessToken>, controller: AbortController, deadline: ExchangeDeadline }
+/** One exchange (or wait for another instance's): `callers` ends their wait at the provider's deadline, `controller` the exchange. */
+interface Renewal { promise: Promise<AccessToken>, controller: AbortController, callers: AbortController, deadline: ExchangeDeadline }
 type Exchange = Omit<Renewal, 'promise'>
 
 /**
@@ -42,8 +42,8 @@ type Exchange = Omit<Renewal, 'promise'>
  * one renewal runs in the background; one exchange at a time, shared by its callers, and with a store one across
  * instances (a Redis lock; the others are woken by its release). Before any failure, callers without a usable token
  * wait for the exchange under way: the store's steps (Redis's bound each), the provider's answer (EXCHANGE_DEADLINE_MS
- * at most; new callers have it while it is shared). Once one failed (or passed that deadline), they are refused at once
- * during the back-off and while a retry runs (its starter waits); `<prefix>token:failing` shares both.
+ * at most). Once one failed (or passed that deadline: it runs on until the retry is due, its answer taken), they are
+ * refused at once during the back-off and while a retry runs (its starter waits); `<prefix>token:failing` shares both.
  */
 export class TokenManager {
   readonly #endpoint: TokenManagerOptions['endpoint']
@@ -58,6 +58,8 @@ export class TokenManager {
   /** The last token the upstream refused: never adopted again from the store. */
   #rejected: string | undefined
   #renewal: Renewal | undefined
+  /** An exchange past its deadline, still listened to until the retry is due. */
+  #lingering: Renewal | undefined
 
   constructor (options: TokenManagerOptions) {
     this.#endpoint = options.endpoint
@@ -113,9 +115,7 @@ export class TokenManager {
     if (this.#current?.value === token.value) this.#current = undefined
   }
 
-  #usable (token: AccessToken | undefined): token is AccessToken {
-    return token !== undefined && this.#now() < usableUntil(token)
-  }
+  #usable (token: AccessToken | undefined): token is AccessToken { return token !== undefined && this.#now() < usableUntil(token) }
 
   #renewInBackground (): void {
     this.#settleOverdue()
@@ -123,10 +123,12 @@ export class TokenManager {
     this.#start().promise.catch(() => {}) // counted and logged where it fails; the current token serves meanwhile
   }
 
-  /** An exchange past its deadline has failed, at its deadline (whenever a caller notices). */
+  /** An exchange past its deadline has failed, at its deadline; once the retry is due it is aborted (whenever a caller notices). */
   #settleOverdue (): void {
     const renewal = this.#renewal
-    if (renewal?.deadline.passed === true) this.#giveUp(renewal)
+    if (renewal?.deadline.passed === true) this.#overdue(renewal)
+    const lingering = this.#lingering
+    if (lingering?.deadline.passed === true) lingering.controller.abort(new UPSTREAM_AUTH_FAILED('the identity provider did not answer before the retry was due'))
   }
 
   async #renew (): Promise<AccessToken> {
@@ -144,32 +146,32 @@ export class TokenManager {
 
   #start (): Renewal {
     const controller = new AbortController()
-    const deadline = new ExchangeDeadline(this.#now, this.#schedule, () => { if (this.#renewal === renewal) this.#settleOverdue() })
-    const renewal: Renewal = {
-      controller,
-      deadline,
-      promise: untilAborted(this.#obtain({ controller, deadline }), controller.signal)
-        .then((token) => {
-          this.#current = token
-          this.#failures.clear()
-          return token
-        })
-        .finally(() => {
-          deadline.stop()
-          if (this.#renewal === renewal) this.#renewal = undefined
-        })
-    }
+    const callers = new AbortController()
+    const deadline = new ExchangeDeadline(this.#now, this.#schedule, () => { if (this.#renewal === renewal || this.#lingering === renewal) this.#settleOverdue() })
+    const exchange = untilAborted(this.#obtain({ controller, callers, deadline }), controller.signal)
+      .then((token) => {
+        this.#current = token
+        this.#failures.clear()
+        return token
+      })
+      .finally(() => {
+        deadline.stop()
+        if (this.#renewal === renewal) this.#renewal = undefined
+        if (this.#lingering === renewal) this.#lingering = undefined
+      })
+    const renewal: Renewal = { controller, callers, deadline, promise: untilAborted(exchange, callers.signal) }
     this.#renewal = renewal
     return renewal
   }
 
-  /** Aborts an exchange past its deadline: a failure at that deadline, the back-off counted from there, shared before the lock is released. */
-  #giveUp (renewal: Renewal): void {
+  /** Failed at its deadline (the back-off counted and shared from there), its callers told; it runs on, the lock held, until the retry is due. */
+  #overdue (renewal: Renewal): void {
     this.#renewal = undefined
+    this.#lingering = renewal
     const error = new UPSTREAM_AUTH_FAILED(`the identity provider did not answer within ${EXCHANGE_DEADLINE_MS} ms`)
-    // Its write to the store goes out before the abort lets the lock go.
     this.#failed(error, renewal.deadline.at).catch(() => {})
-    renewal.controller.abort(error)
+    renewal.deadline.linger(this.#failures.remainingMs)
+    renewal.callers.abort(error)
   }
 
   async #obtain (exchange: Exchange): Promise<AccessToken> {
@@ -220,7 +222,7 @@ export class TokenManager {
     return undefined
   }
 
-  async #mint ({ controller: { signal }, deadline }: Exchange): Promise<AccessToken> {
+  async #mint ({ controller: { signal }, callers, deadline }: Exchange): Promise<AccessToken> {
     const issuedAt = this.#now()
     deadline.start()
     try {
@@ -231,8 +233,8 @@ export class TokenManager {
       this.#current = { value, issuedAt, expiresAt: issuedAt + lifetimeMs }
       return this.#current
     } catch (error) {
-      // An exchange given up on was counted then.
-      if (!signal.aborted) await this.#failed(error, this.#now())
+      // One past its deadline was counted then.
+      if (!signal.aborted && !callers.signal.aborted) await this.#failed(error, this.#now())
       throw error
     }
   }

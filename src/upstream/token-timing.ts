@@ -34,6 +34,9 @@ export function retryDelay (random: number): number {
  * An exchange unanswered this long has failed, whatever UPSTREAM_TIMEOUT_MS (a shorter one ends its callers' waits,
  * not the exchange: plugins/upstream.ts): a token request is one small POST, and a hung provider must be retried on
  * the back-off's schedule, so that callers recover within about 3 s of its return (this, then the first back-off of
- * 1 to 2 s).
+ * 1 to 1.5 s). Its callers are refused from then, but its answer is still taken until the retry is due: a provider
+ * that answers in 1.2 s (aborted at 1 s and retried, it never served) is slow, not failing.
  */
 export const EXCHANGE_DEADLINE_MS = 1_000
+/** The longest an exchange runs: its deadline, then the longest back-off, when its retry replaces it. */
+export const LONGEST_EXCHANGE_MS = EXCHANGE_DEADLINE_MS + RETRY_MAX_MS

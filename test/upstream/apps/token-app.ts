@@ -47,6 +47,19 @@ t.test('two instances on one Redis cause one exchange between them; Redis holds 
   t.notMatch(stored, config.CLIENT_SECRET)
 })
 
+t.test('an identity provider answering in 1.5 s: its one exchange serves the callers, whatever UPSTREAM_TIMEOUT_MS', async (t) => {
+  for (const timeoutMs of ['5000', '1000']) {
+    const { app, sim } = await stack(t, { env: { ...NO_RATE_LIMIT, UPSTREAM_TIMEOUT_MS: timeoutMs }, sim: { tokenLatencyMs: 1_500 } })
+    // Refused at the exchange's deadline (the unit tests time that on their clock); a machine so busy that the answer
+    // is read before the deadline's timer fires serves it.
+    const first = await app.inject('/profile/first')
+    t.ok([200, 502, 504].includes(first.statusCode), `${timeoutMs} ms: the first caller ${first.statusCode}`)
+    await eventually(async () => (await app.inject('/profile/later')).statusCode === 200, 'a 200 from that exchange', 5_000)
+    t.equal(sim.stats.tokenRequests, 1, `${timeoutMs} ms: one exchange`)
+    t.equal(sim.stats.tokensIssued, 1)
+  }
+})
+
 t.test('an identity provider slower than UPSTREAM_TIMEOUT_MS: the caller gets 504 at its deadline, the next ones 502 at once', async (t) => {
   // The back-off counts on the app's clock, which stands still: on the real one a stall could outlast it before bob asks.
   const { app, sim } = await stack(t, { env: { UPSTREAM_TIMEOUT_MS: '300' }, now: new Clock().now })

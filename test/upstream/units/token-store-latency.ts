@@ -146,3 +146,26 @@ t.test('with Redis slow, the window a retry shares lasts until the retry\'s own 
     await retry
   }
 })
+
+t.test('an identity provider answering in 1.5 s, instances on one Redis: the others refuse during the window, then every instance has that one exchange\'s token', async (t) => {
+  for (const latencyMs of [0, 100]) {
+    const { clock, timers, exchangedAt, instance } = fleet(latencyMs, 1_500)
+    const owner = instance('owner')
+    const other = instance('other')
+    const first = owner.tokens.getToken().catch((error: unknown) => error)
+    await timers.advance(5 * latencyMs)
+    const askedAt = exchangedAt[0] ?? NaN
+    await timers.advance(askedAt + EXCHANGE_DEADLINE_MS + 2 * latencyMs - clock.now())
+    t.match(await first, { code: 'UPSTREAM_AUTH_FAILED', message: /did not answer within/ }, `${latencyMs} ms a command: its caller told at the deadline`)
+    const refused = other.tokens.getToken().catch((error: unknown) => error)
+    await timers.advance(2 * latencyMs)
+    t.match(await refused, { code: 'UPSTREAM_AUTH_FAILED', message: /failing/ }, 'the other instance refuses its caller during the window')
+    await timers.advance(askedAt + 1_500 - clock.now())
+    t.equal((await owner.tokens.getToken()).value, 'token-1', 'the answer serves the owner\'s next caller')
+    await timers.advance(askedAt + EXCHANGE_DEADLINE_MS + retryDelay(0) + 3 * latencyMs - clock.now())
+    const later = other.tokens.getToken()
+    await timers.advance(2 * latencyMs)
+    t.equal((await later).value, 'token-1', 'and, once the window is over, the other instance\'s')
+    t.equal(exchangedAt.length, 1, 'one exchange')
+  }
+})
