@@ -62,6 +62,43 @@ t.test('a caller whose time runs out before the upstream answers gets 504; the a
   t.equal(sim.stats.abortedResponses, 0, 'nothing cut off at the upstream')
 })
 
+t.test('a call refused for its token after a slow answer is sent again with a whole limit of its own: the caller gets its 504, the answer is stored for the next', async (t) => {
+  // The upstream takes 1.8 s of real time per call: the 401 at 1.8 s, the second call's 200 at 3.6 s, past the first
+  // send's limit and the caller's wait, within its own limit. The app's clock stands still: the re-send is in time on it.
+  const clock = new Clock()
+  const timeoutMs = 3_000
+  const slowMs = 1_800
+  const { callerWaitMs, callerMs } = loadBudget({ UPSTREAM_TIMEOUT_MS: timeoutMs })
+  t.ok(2 * slowMs - callerWaitMs >= 500 && 2 * slowMs - callerMs >= 500 && callerMs - slowMs >= 500, 'hundreds of ms either side')
+  const { app, sim } = await stack(t, { now: clock.now, env: { UPSTREAM_TIMEOUT_MS: String(timeoutMs) } })
+  t.equal((await app.inject('/profile/warm-up')).statusCode, 200)
+  sim.options.latencyMs = slowMs
+  sim.revokeTokens()
+  t.match((await app.inject('/profile/alice')).json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT' })
+  await eventually(async () => await outcomes(app, 'ok') === 2, 'the second call answered after its caller had gone')
+  const next = await app.inject('/profile/alice')
+  t.equal(next.statusCode, 200)
+  t.equal(next.headers['x-cache'], 'HIT', 'the answer was stored')
+  t.equal(sim.callsFor('profile', 'alice'), 2, 'the refused call and the one sent again, no third')
+  t.equal(sim.stats.tokenRequests, 2, 'one renewal')
+  t.equal(sim.stats.abortedResponses, 0, 'nothing cut off at the upstream')
+})
+
+t.test('a call refused for its token once its caller\'s time cannot cover another is not sent again: 504 at the refusal', async (t) => {
+  const clock = new Clock()
+  const { app, sim } = await stack(t, { now: clock.now, env: { UPSTREAM_TIMEOUT_MS: '3000' } })
+  t.equal((await app.inject('/profile/warm-up')).statusCode, 200)
+  sim.options.latencyMs = 300
+  sim.revokeTokens()
+  const lookup = app.inject('/profile/bob')
+  await eventually(() => sim.callsFor('profile', 'bob') === 1, 'the call is at the upstream')
+  // Past the caller's send-by time on the app's clock, before the 401 comes back.
+  clock.advance(3_000)
+  t.match((await lookup).json(), { statusCode: 504, code: 'UPSTREAM_TIMEOUT' })
+  t.equal(sim.callsFor('profile', 'bob'), 1, 'not sent again')
+  t.equal(sim.stats.tokenRequests, 1, 'no renewal made for it')
+})
+
 t.test('shutdown waits for a sent call, and stores its answer before Redis closes', async (t) => {
   const { app, sim, another } = await cacheStack(t, { sim: { latencyMs: 1_000 } })
   const second = await another()

@@ -28,6 +28,7 @@ class CallTime {
     return this.#controller.signal
   }
 
+  /** At each send: the limit of one before it (refused) goes. */
   sent (): void {
     this.#bound.clear()
     if (!this.signal.aborted) this.#bound = this.#follow(withDeadline(undefined, this.#callerMs))
@@ -55,14 +56,15 @@ export function deadline (options: DeadlineOptions): Interceptor {
   }
 }
 
-/** Innermost of ours: the call leaves for the wire (a connection that fails counts as sent), and its own limit starts. */
+/**
+ * Innermost of ours: the call leaves for the wire (a connection that fails counts as sent), and its own limit starts,
+ * at each send: the one after a refused token has its whole limit too, so that its answer is kept.
+ */
 export function sent ({ now }: { now: () => number }): Interceptor {
   return (dispatch) => (opts, handler) => {
     const call = callOf(opts)
-    if (call.sentAt === undefined) {
-      call.sentAt = now()
-      times.get(call)?.sent()
-    }
+    call.sentAt = now()
+    times.get(call)?.sent()
     return dispatch(opts, handler)
   }
 }

@@ -2,19 +2,24 @@ import type { Dispatcher } from 'undici'
 import { untilAborted } from '../../cancellation.ts'
 import { EdgeFailure } from '../edge-errors.ts'
 import type { AccessToken } from '../access-token.ts'
+import type { RecentLatency } from '../recent-latency.ts'
 import type { TokenManager } from '../token-manager.ts'
-import { fail, Forward, signalOf, type Controller, type Dispatch, type Headers, type Interceptor } from './edge-call.ts'
+import { callOf, fail, Forward, sendBy, signalOf, type Controller, type Dispatch, type Headers, type Interceptor } from './edge-call.ts'
 
 export interface TokenOptions {
   tokens: Pick<TokenManager, 'getToken' | 'invalidate'>
   /** Prefix of the Authorization value; empty: the bare token. */
   authScheme: string
+  /** What the upstream has been taking: a refused call is sent again only while its caller's time covers that. */
+  latency: Pick<RecentLatency, 'expectedMs'>
+  now: () => number
 }
 
 /**
  * The client-credentials token on every call, taken once the call holds a slot, so that a queued call never carries
- * a token replaced while it waited. A 401 or 403 drops that token and the call is sent once more with a renewed one;
- * a second refusal ends it as `auth_refused`.
+ * a token replaced while it waited. A 401 or 403 drops that token and the call is sent once more with a renewed one,
+ * if its caller's time still covers a call (else it ends `too_late`, as a queued call would); a second refusal ends
+ * it as `auth_refused`.
  */
 export function token (options: TokenOptions): Interceptor {
   return (dispatch) => (opts, handler) => {
@@ -51,6 +56,8 @@ class Authorized extends Forward {
   }
 
   #sendWith (token: AccessToken): void {
+    // The renewal took some of the caller's time.
+    if (this.#renewed && this.#tooLate()) return fail(this.handler, new EdgeFailure({ kind: 'too_late' }))
     this.#token = token
     const { authScheme } = this.#options
     const authorization = authScheme === '' ? token.value : `${authScheme} ${token.value}`
@@ -73,6 +80,12 @@ class Authorized extends Forward {
     if (this.#token !== undefined) this.#options.tokens.invalidate(this.#token)
     if (this.#renewed) return super.onResponseError(controller, new EdgeFailure({ kind: 'auth_refused', status }))
     this.#renewed = true
+    if (this.#tooLate()) return super.onResponseError(controller, new EdgeFailure({ kind: 'too_late' }))
     this.send()
+  }
+
+  /** Whether the caller's remaining time no longer covers what the upstream has been taking (the call then stays unsent). */
+  #tooLate (): boolean {
+    return this.#options.now() >= sendBy(callOf(this.#opts), this.#options.latency.expectedMs)
   }
 }
