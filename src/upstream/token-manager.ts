@@ -16,6 +16,8 @@ import { steadyNow } from '../steady-clock.ts'
 
 /** How often an instance waiting for another's exchange looks at the store again, well within the exchange's deadline. */
 const WAITER_LOOK_AGAIN_MS = EXCHANGE_DEADLINE_MS / 4
+/** A release missed while the bus is down would hold a waiter for the lock's lifetime, past the exchange's deadline. */
+const lookAgainSoon = async (schedule: Schedule): Promise<undefined> => await new Promise((resolve) => { schedule(WAITER_LOOK_AGAIN_MS, () => { resolve(undefined) }) })
 /** What /readyz reports: no token yet, one held, an exchange under way, or the identity provider failing. */
 export type TokenState = 'none' | 'held' | 'renewing' | 'failing'
 export interface TokenManagerOptions {
@@ -109,10 +111,12 @@ export class TokenManager {
     return this.#failures.refusal(this.#renewal !== undefined)
   }
 
-  /** Forget `token` after the upstream refused it; a newer one that replaced it meanwhile stays. */
+  /** Forget `token` after the upstream refused it (a newer one stays); refused soon after the one before, a failed exchange (a wrong audience, say). */
   invalidate (token: AccessToken): void {
     this.#rejected = token.value
-    if (this.#current?.value === token.value) this.#current = undefined
+    if (this.#current?.value !== token.value) return
+    this.#current = undefined
+    if (this.#failures.refusedAgain(this.#now())) this.#failed(new UPSTREAM_AUTH_FAILED('the profile service refused a renewed token too'), this.#now()).catch(() => {})
   }
 
   #usable (token: AccessToken | undefined): token is AccessToken { return token !== undefined && this.#now() < usableUntil(token) }
@@ -190,13 +194,8 @@ export class TokenManager {
       const span = currentSpan()
       span.setAttribute('pbff.token', 'waited')
       // The other instance's exchange, when the message that ended the wait named it (a look again names none).
-      linkTo(span, await Promise.race([claim.settled, this.#lookAgainSoon()]))
+      linkTo(span, await Promise.race([claim.settled, lookAgainSoon(this.#schedule)]))
     }
-  }
-
-  /** A release missed while the bus is down would hold a waiter for the lock's lifetime, past the exchange's deadline. */
-  async #lookAgainSoon (): Promise<undefined> {
-    await new Promise((resolve) => { this.#schedule(WAITER_LOOK_AGAIN_MS, () => { resolve(undefined) }) })
   }
 
   async #mintAsOwner (store: TokenStore, claim: Claim & { owner: true }, exchange: Exchange): Promise<AccessToken> {

@@ -88,19 +88,42 @@ t.test('after a failed exchange, callers fail fast instead of each trying again'
   t.equal(app.tokens.state, 'failing')
 })
 
+t.test('an upstream that refuses every token: one exchange per back-off, callers refused at once meanwhile', async (t) => {
+  const clock = new Clock()
+  const { app, sim } = await stack(t, { env: NO_RATE_LIMIT, now: clock.now })
+  sim.failAlways({ kind: 'status', status: 401 })
+  t.match((await app.inject('/profile/first')).json(), { statusCode: 502, code: 'UPSTREAM_AUTH_FAILED' })
+  t.equal(sim.stats.tokenRequests, 2, 'its token, and one renewal after its refusal')
+  const during = []
+  for (let i = 0; i < 20; i++) during.push(await app.inject(`/profile/during-${i}`))
+  t.same(tally(during), { '502 UPSTREAM_AUTH_FAILED': 20 })
+  t.equal(sim.stats.tokenRequests, 2, 'no exchange during the back-off')
+  t.equal(sim.stats.dataCalls, 2, 'nor any call')
+  clock.advance(1_500)
+  t.match((await app.inject('/profile/after')).json(), { statusCode: 502, code: 'UPSTREAM_AUTH_FAILED' })
+  t.equal(sim.stats.tokenRequests, 3, 'one exchange once the back-off is over')
+  t.equal(app.tokens.state, 'failing')
+})
+
 t.test('neither the token nor the secret reaches a log line, a response or an error message', async (t) => {
   const lines: string[] = []
+  const clock = new Clock()
   const { app, sim, config } = await stack(t, {
     env: { CLIENT_SECRET: 'very-secret-value' },
     sim: { clientSecret: 'very-secret-value' },
-    logger: { level: 'trace', stream: { write: (line: string) => { lines.push(line) } } }
+    logger: { level: 'trace', stream: { write: (line: string) => { lines.push(line) } } },
+    now: clock.now
   })
   const bodies: string[] = []
   bodies.push((await app.inject('/profile/a1')).body)
   sim.revokeTokens()
   bodies.push((await app.inject('/profile/a2')).body)
+  // A minute on: a refusal that long after the last is renewed at once, not a failed exchange.
+  clock.advance(60_000)
   sim.failAlways({ kind: 'status', status: 401 })
   bodies.push((await app.inject('/profile/a3')).body)
+  // Past the back-off that the renewed token's refusal started.
+  clock.advance(1_500)
   sim.failAlways(undefined)
   sim.failTokenNext({ kind: 'status', status: 500 })
   sim.revokeTokens()
