@@ -3,6 +3,9 @@ import { withDeadline } from '../cancellation.ts'
 import { UPSTREAM_AUTH_FAILED } from '../errors.ts'
 import { isTimeout } from './transport-errors.ts'
 
+/** The longest lifetime believed: a token announced for longer (1e16 s) would have no expiry Redis takes (`PX 1e+23`), nor be shared. */
+const MAX_TOKEN_LIFETIME_SECONDS = 365 * 86_400
+
 /** A token as the identity provider handed it out. */
 export interface MintedToken {
   value: string
@@ -46,7 +49,7 @@ export class TokenEndpoint {
     const seconds = Number(expiresIn)
     // A missing, zero or unreadable lifetime means the configured default rather than a token renewed on every call.
     const ttlSeconds = expiresIn !== undefined && expiresIn !== null && Number.isFinite(seconds) && seconds > 0 ? seconds : defaultTtlSeconds
-    return { value, lifetimeMs: ttlSeconds * 1000 }
+    return { value, lifetimeMs: Math.round(Math.min(ttlSeconds, MAX_TOKEN_LIFETIME_SECONDS) * 1000) }
   }
 
   async #request (signal: AbortSignal | undefined): Promise<Record<string, unknown>> {

@@ -135,3 +135,17 @@ t.test('neither the token nor the secret reaches a log line, a response or an er
   t.notMatch(everything, 'sim_')
   t.notMatch(everything, config.CLIENT_SECRET)
 })
+
+t.test('a token announced for ever (expires_in 1e16) is kept a year, and shared: two instances, one exchange', async (t) => {
+  const { app, sim, config } = await stack(t, { env: { ...NO_RATE_LIMIT, REDIS_URL }, sim: { tokenTtlSeconds: 1e16 } })
+  const other = await anotherApp(t, config)
+  await Promise.all([untilRedisReady(app), untilRedisReady(other)])
+  t.equal((await app.inject('/profile/one')).statusCode, 200)
+  t.equal((await other.inject('/profile/two')).statusCode, 200)
+  t.equal(sim.stats.tokenRequests, 1, 'the other instance adopted the shared token')
+  const redis = new Redis(REDIS_URL)
+  t.teardown(() => redis.quit())
+  const leftMs = await redis.pttl(`${config.CACHE_KEY_PREFIX}token`)
+  const yearMs = 365 * 86_400_000
+  t.ok(leftMs > yearMs - 60_000 && leftMs <= yearMs, `kept ${leftMs} ms: a year`)
+})
