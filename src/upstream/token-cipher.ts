@@ -14,9 +14,15 @@ const SALT = 'profile-bff/token-store'
  */
 export class TokenCipher {
   readonly #key: Buffer
+  /**
+   * Names this secret's keys in Redis, revealing nothing of it: instances holding another secret (a rotation under
+   * way, one pod misconfigured) share neither the token nor the failures of the identity provider with these.
+   */
+  readonly keyId: string
 
   constructor (clientSecret: string) {
     this.#key = Buffer.from(hkdfSync('sha256', clientSecret, SALT, 'aes-256-gcm token at rest', 32))
+    this.keyId = Buffer.from(hkdfSync('sha256', clientSecret, SALT, 'key id', 6)).toString('base64url')
   }
 
   seal (plain: string, context: string): string {

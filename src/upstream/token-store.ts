@@ -54,8 +54,8 @@ export class RedisTokenStore implements TokenStore {
     this.#health = options.health
     this.#lock = options.lock
     this.#cipher = options.cipher
-    this.#tokenKey = `${options.keyPrefix}token`
-    const key = `${options.keyPrefix}token:failing`
+    this.#tokenKey = sharedTokenKey(options.keyPrefix, options.cipher)
+    const key = `${this.#tokenKey}:failing`
     this.#failing = new SharedWindow({
       redis: options.redis,
       health: options.health,
@@ -109,6 +109,11 @@ export class RedisTokenStore implements TokenStore {
   async markFailing (ms: number): Promise<void> {
     await this.#failing.extend(ms)
   }
+}
+
+/** The sealed token's key; its lock and the failure window are named after it (`:lock`, `:failing`). */
+export function sharedTokenKey (keyPrefix: string, cipher: Pick<TokenCipher, 'keyId'>): string {
+  return `${keyPrefix}token:${cipher.keyId}`
 }
 
 function parseStored (plain: string): { value: string, lifetimeMs: number } | undefined {

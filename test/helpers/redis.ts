@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import { Cluster, Redis } from 'ioredis'
+import type { Config } from '../../src/config.ts'
 import { CACHE_UNAVAILABLE } from '../../src/errors.ts'
 import type { RedisLayer } from '../../src/redis/layer.ts'
 import { RedisBus } from '../../src/redis/bus.ts'
@@ -9,6 +10,8 @@ import { RedisClock } from '../../src/redis/clock.ts'
 import { RedisHealth } from '../../src/redis/health.ts'
 import { OwnerLock } from '../../src/redis/owner-lock.ts'
 import { eventually, type TestContext } from './clock.ts'
+import { TokenCipher } from '../../src/upstream/token-cipher.ts'
+import { sharedTokenKey } from '../../src/upstream/token-store.ts'
 
 /** The Redis every test shares (each under a key prefix of its own). */
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -115,4 +118,9 @@ export async function busInstance (t: TestContext, channel: string): Promise<{ r
   })
   await eventually(() => events.ready && health.up, 'connected and subscribed')
   return { redis, health, events }
+}
+
+/** The key of the deployment's shared token (its lock and failure window are named after it), as `config`'s instances name it. */
+export function tokenKeyOf (config: Pick<Config, 'CACHE_KEY_PREFIX' | 'CLIENT_SECRET'>): string {
+  return sharedTokenKey(config.CACHE_KEY_PREFIX, new TokenCipher(config.CLIENT_SECRET))
 }

@@ -3,7 +3,7 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import type { Command } from 'ioredis'
 import { loggerOptions } from '../../src/logging/logging.ts'
-import { cacheStack, capturedLogger, type CacheStack, eventually, gate, metric, parseMetrics, stack } from '../helper.ts'
+import { cacheStack, capturedLogger, type CacheStack, eventually, gate, metric, parseMetrics, stack, tokenKeyOf } from '../helper.ts'
 import { flushSpans, otlpReceiver, type ReceivedSpan } from './otlp-receiver.ts'
 
 // One collector for the file: the SDK is the process's global provider, started by the first app with the first endpoint.
@@ -186,12 +186,13 @@ t.test('a waiter on a second instance links to the span of the load the first in
 
 /** How many times `app` found the token's lock taken (a SET NX answered nil): it then waits for the owner's exchange. */
 function tokenLockTaken (t: Test, app: FastifyInstance): () => number {
+  const lock = `${tokenKeyOf(app.config)}:lock`
   const client = app.redisLayer?.client
   if (client === undefined) throw new Error('the app has no Redis')
   let taken = 0
   const original = client.sendCommand
   client.sendCommand = function (this: typeof client, command: Command, ...rest: unknown[]) {
-    if (command.name === 'set' && String(command.args[0]).endsWith('token:lock')) {
+    if (command.name === 'set' && String(command.args[0]) === lock) {
       const { resolve } = command
       command.resolve = (value) => { if (value === null) taken++; resolve(value) }
     }

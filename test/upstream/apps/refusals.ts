@@ -2,7 +2,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { EXCHANGE_DEADLINE_MS } from '../../../src/upstream/token-timing.ts'
 import {
-  anotherApp, capturedLogger, Clock, eventually, HostClock, metric, parseMetrics, rawRedis, REDIS_URL, stack, tally, untilRedisReady, type LogLine
+  anotherApp, capturedLogger, Clock, eventually, HostClock, metric, parseMetrics, rawRedis, REDIS_URL, stack, tally, tokenKeyOf, untilRedisReady, type LogLine
 } from '../../helper.ts'
 
 // Callers refused at once (no token, a back-off, a budget spent): counted, summed up in the log, never a line each.
@@ -56,7 +56,7 @@ t.test('a hung identity provider and two instances on one Redis: after the first
   t.match((await app.inject('/profile/a-0')).json(), { code: 'UPSTREAM_AUTH_FAILED', message: /failing/ }, 'the exchange failed at its deadline')
   t.match((await first).json(), { code: 'UPSTREAM_AUTH_FAILED', message: /did not answer within/ })
   const redis = rawRedis(t)
-  await eventually(async () => await redis.pttl(`${config.CACHE_KEY_PREFIX}token:failing`) > 0, 'the failure is shared')
+  await eventually(async () => await redis.pttl(`${tokenKeyOf(config)}:failing`) > 0, 'the failure is shared')
   // Inside the first back-off (at least 1 s).
   const answers = []
   for (let i = 1; i <= 10; i++) answers.push(await app.inject(`/profile/a-${i}`), await other.inject(`/profile/b-${i}`))

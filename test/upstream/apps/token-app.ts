@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { anotherApp, Clock, eventually, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../../helper.ts'
+import { anotherApp, Clock, eventually, profiles, REDIS_URL, stack, tally, tokenKeyOf, untilRedisReady, usernames } from '../../helper.ts'
 
 // Token lifecycle through the whole app, against the simulator's identity provider.
 const NO_RATE_LIMIT = { RATE_LIMIT_PER_MINUTE: '0' }
@@ -40,7 +40,7 @@ t.test('two instances on one Redis cause one exchange between them; Redis holds 
   t.match(token, /^sim_/)
   const redis = new Redis(REDIS_URL)
   t.teardown(() => redis.quit())
-  const stored = await redis.get(`${config.CACHE_KEY_PREFIX}token`)
+  const stored = await redis.get(tokenKeyOf(config))
   t.type(stored, 'string')
   t.notMatch(stored, token)
   t.notMatch(stored, 'sim_')
@@ -145,7 +145,7 @@ t.test('a token announced for ever (expires_in 1e16) is kept a year, and shared:
   t.equal(sim.stats.tokenRequests, 1, 'the other instance adopted the shared token')
   const redis = new Redis(REDIS_URL)
   t.teardown(() => redis.quit())
-  const leftMs = await redis.pttl(`${config.CACHE_KEY_PREFIX}token`)
+  const leftMs = await redis.pttl(tokenKeyOf(config))
   const yearMs = 365 * 86_400_000
   t.ok(leftMs > yearMs - 60_000 && leftMs <= yearMs, `kept ${leftMs} ms: a year`)
 })

@@ -4,11 +4,12 @@ import { noTelemetry } from '../../../src/telemetry/telemetry.ts'
 import { silentLog } from '../../../src/upstream/log.ts'
 import { TokenCipher } from '../../../src/upstream/token-cipher.ts'
 import { TokenManager } from '../../../src/upstream/token-manager.ts'
-import { RedisTokenStore } from '../../../src/upstream/token-store.ts'
+import { RedisTokenStore, sharedTokenKey } from '../../../src/upstream/token-store.ts'
 import type { RedisLayer } from '../../../src/redis/layer.ts'
 import { Clock, deadRedis, eventually, FakeEndpoint, type TestContext, testLayer, testRedis } from '../../helper.ts'
 
 const SECRET = 'client-secret'
+const tokenKey = (prefix: string): string => sharedTokenKey(prefix, new TokenCipher(SECRET))
 
 function store ({ client, health, lock }: RedisLayer, prefix: string): RedisTokenStore {
   return new RedisTokenStore({ redis: client, health, lock, cipher: new TokenCipher(SECRET), keyPrefix: prefix, log: silentLog })
@@ -29,11 +30,11 @@ t.test('instances on one Redis exchange once between them; the stored value is n
   t.equal(instances.reduce((sum, { endpoint }) => sum + endpoint.exchanges, 0), 1)
   t.equal(new Set(got.map((token) => token.value)).size, 1)
 
-  const stored = await redis.get(`${prefix}token`)
+  const stored = await redis.get(tokenKey(prefix))
   t.type(stored, 'string')
   t.notMatch(stored, 'token-1')
   t.notMatch(Buffer.from(stored ?? '', 'base64url').toString('latin1'), 'token-1')
-  const ttl = await redis.pttl(`${prefix}token`)
+  const ttl = await redis.pttl(tokenKey(prefix))
   t.ok(ttl > 3_590_000 && ttl <= 3_600_000, 'kept in Redis for the token\'s lifetime')
 
   const late = await instance(t, redis, prefix)
@@ -64,7 +65,7 @@ t.test('one instance\'s failed exchange makes the others fail fast, without an e
   await t.rejects(b.tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED', message: /next attempt in/ })
   t.equal(b.endpoint.exchanges, 0)
   t.equal(b.tokens.state, 'failing')
-  t.ok(await redis.pttl(`${prefix}token:failing`) > 0)
+  t.ok(await redis.pttl(`${tokenKey(prefix)}:failing`) > 0)
 })
 
 t.test('a failing identity provider gets one exchange per failure window from the whole deployment, then one to recover', async (t) => {
@@ -80,12 +81,12 @@ t.test('a failing identity provider gets one exchange per failure window from th
     const answers = await askEverywhere()
     t.ok(answers.every((answer) => answer instanceof Error), `window ${window}: every caller fails fast`)
     t.equal(exchanges(), window, `window ${window}: one exchange between the three instances`)
-    const left = await redis.pttl(`${prefix}token:failing`)
+    const left = await redis.pttl(`${tokenKey(prefix)}:failing`)
     // Redis's own time runs: what is left of a 1 to 1.5 s window after the callers above (on a busy machine, far less).
     t.ok(left > 0 && left <= 5_000, `window ${window}: the shared window is set, for at most 5 s (${left} ms left)`)
     t.same(await askEverywhere().then(() => exchanges()), window, 'callers during the window cost no exchange')
     // The window runs out: its key expires in Redis, each instance's own back-off on its clock.
-    await redis.del(`${prefix}token:failing`)
+    await redis.del(`${tokenKey(prefix)}:failing`)
     clock.advance(5_000)
   }
 
@@ -109,7 +110,7 @@ t.test('an instance waiting for another\'s exchange adopts its token though the 
   const waiter = new TokenManager({ endpoint, store: waiterStore, telemetry: noTelemetry, log: silentLog, lockWaitMs: 10_000 })
   owner.endpoint.hold = true
   const owners = owner.tokens.getToken()
-  await eventually(async () => await redis.exists(`${prefix}token:lock`) === 1, 'the owner exchanging')
+  await eventually(async () => await redis.exists(`${tokenKey(prefix)}:lock`) === 1, 'the owner exchanging')
   const waiting = waiter.getToken()
   await eventually(() => claims.includes(false), 'the waiter waiting for the owner\'s exchange')
   owner.endpoint.release()
@@ -126,24 +127,25 @@ t.test('the lock is released only by its owner', async (t) => {
   t.equal(owner.owner, true)
   const waiter = await b.claim()
   t.equal(waiter.owner, false, 'held')
-  await redis.set(`${prefix}token:lock`, 'somebody-else', 'KEEPTTL', 'XX')
+  await redis.set(`${tokenKey(prefix)}:lock`, 'somebody-else', 'KEEPTTL', 'XX')
   if (owner.owner) await owner.release()
-  t.equal(await redis.get(`${prefix}token:lock`), 'somebody-else', 'a release frees only its own lock')
-  await redis.del(`${prefix}token:lock`)
+  t.equal(await redis.get(`${tokenKey(prefix)}:lock`), 'somebody-else', 'a release frees only its own lock')
+  await redis.del(`${tokenKey(prefix)}:lock`)
   t.equal((await b.claim()).owner, true, 'free again')
 })
 
 t.test('a lock left by a crashed owner expires, then one waiting instance exchanges', async (t) => {
   const { redis, prefix } = testRedis(t)
   const waiting = await instance(t, redis, prefix, 'token', 300)
-  await redis.set(`${prefix}token:lock`, 'crashed-instance', 'PX', 300)
+  await redis.set(`${tokenKey(prefix)}:lock`, 'crashed-instance', 'PX', 300)
   t.equal((await waiting.tokens.getToken()).value, 'token-1')
   t.equal(waiting.endpoint.exchanges, 1)
 })
 
 t.test('a value sealed with another secret is ignored', async (t) => {
   const { redis, prefix } = testRedis(t)
-  await redis.set(`${prefix}token`, new TokenCipher('old-secret').seal('{"value":"x","lifetimeMs":1}', `${prefix}token`), 'PX', 60_000)
+  // Under this secret's key, as a value sealed with another would never be written.
+  await redis.set(tokenKey(prefix), new TokenCipher('old-secret').seal('{"value":"x","lifetimeMs":1}', tokenKey(prefix)), 'PX', 60_000)
   t.equal(await store(await testLayer(t, redis, prefix), prefix).read(), undefined)
 })
 
@@ -152,4 +154,29 @@ t.test('without Redis each instance keeps working on its own', async (t) => {
   const { endpoint, tokens } = await instance(t, redis, 'unused:')
   t.equal((await tokens.getToken()).value, 'token-1')
   t.equal(endpoint.exchanges, 1)
+})
+
+t.test('instances holding another secret (a rotation under way, a pod misconfigured) share neither the token nor the failures', async (t) => {
+  const { redis, prefix } = testRedis(t)
+  const withSecret = async (secret: string, name: string) => {
+    const endpoint = new FakeEndpoint(3_600_000, name)
+    const layer = await testLayer(t, redis, prefix)
+    const cipher = new TokenCipher(secret)
+    const store = new RedisTokenStore({ redis: layer.client, health: layer.health, lock: layer.lock, cipher, keyPrefix: prefix, log: silentLog })
+    return { endpoint, tokens: new TokenManager({ endpoint, store, telemetry: noTelemetry, log: silentLog, lockWaitMs: 10_000 }) }
+  }
+  const old = await withSecret('old-secret', 'old')
+  t.equal((await old.tokens.getToken()).value, 'old-1')
+  const current = await withSecret(SECRET, 'current')
+  t.equal((await current.tokens.getToken()).value, 'current-1', 'the other secret\'s token is not this one\'s')
+  const laterOld = await withSecret('old-secret', 'later-old')
+  t.equal((await laterOld.tokens.getToken()).value, 'old-1', 'each secret keeps its own token: not overwritten by the other')
+  t.equal(laterOld.endpoint.exchanges, 0)
+
+  const misconfigured = await withSecret('wrong-secret', 'wrong')
+  misconfigured.endpoint.failing = true
+  await t.rejects(misconfigured.tokens.getToken(), { code: 'UPSTREAM_AUTH_FAILED' })
+  const laterCurrent = await withSecret(SECRET, 'later-current')
+  t.equal((await laterCurrent.tokens.getToken()).value, 'current-1', 'another secret\'s failures refuse nobody here')
+  t.equal(laterCurrent.endpoint.exchanges, 0)
 })
