@@ -45,7 +45,7 @@ type Exchange = Omit<Renewal, 'promise'>
  * instances (a Redis lock; the others are woken by its release). Before any failure, callers without a usable token
  * wait for the exchange under way: the store's steps (Redis's bound each), the provider's answer (EXCHANGE_DEADLINE_MS
  * at most). Once one failed (or passed that deadline: it runs on until the retry is due, its answer taken), they are
- * refused at once during the back-off and while a retry runs (its starter waits); `<prefix>token:failing` shares both.
+ * refused at once during the back-off and while a retry runs (its starter waits); the token store's failure window (`…:failing`) shares both.
  */
 export class TokenManager {
   readonly #endpoint: TokenManagerOptions['endpoint']
