@@ -2,6 +2,7 @@ import type { Dispatcher } from 'undici'
 import { withDeadline } from '../cancellation.ts'
 import { UPSTREAM_AUTH_FAILED } from '../errors.ts'
 import { isTimeout } from './transport-errors.ts'
+import { retryAfterSeconds } from './retry-after.ts'
 
 /** The longest lifetime believed: a token announced for longer (1e16 s) would have no expiry Redis takes (`PX 1e+23`), nor be shared. */
 const MAX_TOKEN_LIFETIME_SECONDS = 365 * 86_400
@@ -67,7 +68,10 @@ export class TokenEndpoint {
       })
       if (response.statusCode !== 200) {
         await response.body.dump()
-        throw new UPSTREAM_AUTH_FAILED(`the identity provider answered ${response.statusCode}`)
+        const failed = new UPSTREAM_AUTH_FAILED(`the identity provider answered ${response.statusCode}`)
+        // A provider asking to slow down is heeded: the back-off lasts what it asks at least, for the deployment.
+        const seconds = response.statusCode === 429 || response.statusCode === 503 ? retryAfterSeconds(response.headers) : undefined
+        throw seconds === undefined ? failed : Object.assign(failed, { askedToWaitMs: seconds * 1000 })
       }
       answer = jsonOf(await response.body.text())
     } catch (error) {
@@ -83,6 +87,12 @@ export class TokenEndpoint {
     if (answer === undefined) throw new UPSTREAM_AUTH_FAILED('the identity provider answered no JSON')
     return typeof answer === 'object' && answer !== null ? answer as Record<string, unknown> : {}
   }
+}
+
+/** How long the identity provider asked to be left alone after the exchange that failed with `error` (0: it did not say). */
+export function askedToWaitMs (error: unknown): number {
+  const asked = (error as { askedToWaitMs?: unknown } | null)?.askedToWaitMs
+  return typeof asked === 'number' ? asked : 0
 }
 
 /** The body's JSON, or undefined: without the parser's error, which quotes the body (the token itself, maybe). */

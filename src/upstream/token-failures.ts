@@ -41,10 +41,10 @@ export class TokenFailures {
     return this.#retryAt > this.#now()
   }
 
-  /** An exchange failed at `failedAt`: the back-off (in ms) counts from then. */
-  record (reason: string, failedAt: number): number {
+  /** An exchange failed at `failedAt`: the back-off (in ms) counts from then, `atLeastMs` long if the provider asked it. */
+  record (reason: string, failedAt: number, atLeastMs = 0): number {
     this.#count++
-    const delayMs = retryDelay(this.#random())
+    const delayMs = Math.max(retryDelay(this.#random()), atLeastMs)
     this.#retryAt = failedAt + delayMs
     this.#reason = reason
     return delayMs

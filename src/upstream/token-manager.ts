@@ -4,7 +4,7 @@ import type { Telemetry } from '../telemetry/telemetry.ts'
 import { currentSpan, inSpan, linkTo } from '../telemetry/tracing.ts'
 import type { AccessToken } from './access-token.ts'
 import type { UpstreamLog } from './log.ts'
-import type { MintedToken } from './token-endpoint.ts'
+import { askedToWaitMs, type MintedToken } from './token-endpoint.ts'
 import { COMMAND_TIMEOUT_MS } from '../redis/health.ts'
 import type { Claim } from '../redis/owner-lock.ts'
 import { realTimers, type Schedule } from './budget/schedule.ts'
@@ -240,7 +240,7 @@ export class TokenManager {
 
   /** Counts an exchange failed at `failedAt`; the back-off counts from then, here and (the store's window) everywhere. */
   async #failed (error: unknown, failedAt: number): Promise<void> {
-    const delayMs = this.#failures.record(error instanceof Error ? error.message : 'the exchange failed', failedAt)
+    const delayMs = this.#failures.record(error instanceof Error ? error.message : 'the exchange failed', failedAt, askedToWaitMs(error))
     this.#telemetry.tokenExchange('failed')
     this.#log.warn({ err: error, attempt: this.#failures.count, retryInMs: delayMs }, 'token exchange failed')
     const leftMs = this.#failures.remainingMs

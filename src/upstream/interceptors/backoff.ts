@@ -3,9 +3,9 @@ import { EdgeFailure } from '../edge-errors.ts'
 import type { BackoffWindow } from '../backoff-window.ts'
 import type { UpstreamBudget } from '../budget/upstream-budget.ts'
 import { fail, Forward, type Controller, type Headers, type Interceptor } from './edge-call.ts'
+import { retryAfterSeconds } from '../retry-after.ts'
 
-/** Upper bound for a Retry-After we honour, so a bogus header cannot silence us for days. */
-export const MAX_RETRY_AFTER_SECONDS = 300
+/** A request to slow down with no Retry-After we can read: a short pause. */
 const DEFAULT_RETRY_AFTER_SECONDS = 5
 
 export interface BackoffOptions {
@@ -42,7 +42,7 @@ class SlowDown extends Forward {
 
   override onResponseStart (controller: Controller, statusCode: number, headers: Headers, statusMessage?: string): void {
     const retryAfter = headers['retry-after']
-    if (statusCode === 429 || (statusCode === 503 && retryAfter !== undefined)) this.#seconds = retryAfterSeconds(retryAfter, headers.date)
+    if (statusCode === 429 || (statusCode === 503 && retryAfter !== undefined)) this.#seconds = retryAfterSeconds(headers) ?? DEFAULT_RETRY_AFTER_SECONDS
     else super.onResponseStart(controller, statusCode, headers, statusMessage)
   }
 
@@ -57,18 +57,4 @@ class SlowDown extends Forward {
     const end = (): void => { super.onResponseError(controller, new EdgeFailure({ kind: 'rate_limited', seconds })) }
     Promise.all([this.#options.window.open(seconds * 1000), this.#options.budget.slowDown(seconds * 1000)]).then(end, end)
   }
-}
-
-/**
- * Retry-After in seconds or as an HTTP date, capped; a missing or unreadable one means a short pause. A date is read
- * against the answer's own `Date` (the upstream's clock, RFC 9110), else the host's wall clock: never the app's
- * steady clock, which a step of the host's clock since the start leaves apart from wall time.
- */
-function retryAfterSeconds (header: string | string[] | undefined, date: string | string[] | undefined): number {
-  const value = Array.isArray(header) ? header[0] : header
-  if (value === undefined) return DEFAULT_RETRY_AFTER_SECONDS
-  const answeredAt = typeof date === 'string' ? Date.parse(date) : Number.NaN
-  const seconds = /^\d+$/.test(value.trim()) ? Number(value) : (Date.parse(value) - (Number.isNaN(answeredAt) ? Date.now() : answeredAt)) / 1000
-  if (!Number.isFinite(seconds)) return DEFAULT_RETRY_AFTER_SECONDS
-  return Math.min(MAX_RETRY_AFTER_SECONDS, Math.max(1, Math.ceil(seconds)))
 }

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { profileOf } from '../../../dev/profiles.ts'
 import { BREAKER_FAILURE_THRESHOLD } from '../../../src/upstream/circuit-breaker.ts'
-import { MAX_RETRY_AFTER_SECONDS } from '../../../src/upstream/interceptors/backoff.ts'
+import { MAX_RETRY_AFTER_SECONDS } from '../../../src/upstream/retry-after.ts'
 import type { FastifyInstance } from 'fastify'
 import { anotherApp, Clock, eventually, metric, parseMetrics, profiles, REDIS_URL, stack, tally, untilRedisReady, usernames } from '../../helper.ts'
 

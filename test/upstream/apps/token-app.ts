@@ -88,6 +88,23 @@ t.test('after a failed exchange, callers fail fast instead of each trying again'
   t.equal(app.tokens.state, 'failing')
 })
 
+for (const [status, retryAfter] of [[429, '30'], [503, '30'], [429, 'HTTP date']] as const) {
+  t.test(`an identity provider answering ${status} with Retry-After (${retryAfter}): no exchange before it says, callers refused at once`, async (t) => {
+    const clock = new Clock()
+    const { app, sim } = await stack(t, { env: NO_RATE_LIMIT, now: clock.now })
+    sim.failTokenNext({ kind: 'status', status, retryAfter: retryAfter === 'HTTP date' ? new Date(Date.now() + 30_000).toUTCString() : retryAfter })
+    t.match((await app.inject('/profile/first')).json(), { statusCode: 502, code: 'UPSTREAM_AUTH_FAILED' })
+    // Past the back-off it would take of its own (1 to 1.5 s), within what the provider asked.
+    clock.advance(5_000)
+    const during = await app.inject('/profile/during')
+    t.match(during.json(), { statusCode: 502, code: 'UPSTREAM_AUTH_FAILED', message: /next attempt in 2[4-6] s/ })
+    t.equal(sim.stats.tokenRequests, 1, 'no exchange before the provider said')
+    clock.advance(26_000)
+    t.equal((await app.inject('/profile/after')).statusCode, 200, 'then one exchange, and served')
+    t.equal(sim.stats.tokenRequests, 2)
+  })
+}
+
 t.test('an upstream that refuses every token: one exchange per back-off, callers refused at once meanwhile', async (t) => {
   const clock = new Clock()
   const { app, sim } = await stack(t, { env: NO_RATE_LIMIT, now: clock.now })
