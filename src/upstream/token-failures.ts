@@ -2,12 +2,6 @@ import { refusal, UPSTREAM_AUTH_FAILED } from '../errors.ts'
 import { retryDelay } from './token-timing.ts'
 
 /**
- * A token refused this soon after the one before it was refused is a failed exchange: an upstream that refuses every
- * token (a wrong audience) otherwise costs two exchanges a caller; one revoked mid-life is renewed at once.
- */
-const REFUSED_AGAIN_MS = 60_000
-
-/**
  * The identity provider's failures as one instance knows them: how many exchanges failed in a row (here, or another
  * instance's window in the store), when the next may start, and why the last one failed (for /readyz).
  */
@@ -17,7 +11,6 @@ export class TokenFailures {
   #count = 0
   #retryAt = 0
   #reason: string | undefined
-  #lastRefusalAt = -Infinity
 
   constructor (now: () => number, random: () => number) {
     this.#now = now
@@ -56,13 +49,6 @@ export class TokenFailures {
     this.#retryAt = this.#now() + failingMs
     this.#reason = 'another instance found the identity provider failing'
     return backingOff(failingMs)
-  }
-
-  /** The upstream refused the token in use at `at`: whether that counts as a failed exchange (see REFUSED_AGAIN_MS). */
-  refusedAgain (at: number): boolean {
-    const again = at - this.#lastRefusalAt < REFUSED_AGAIN_MS
-    this.#lastRefusalAt = at
-    return again
   }
 
   clear (): void {

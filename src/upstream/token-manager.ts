@@ -111,12 +111,12 @@ export class TokenManager {
     return this.#failures.refusal(this.#renewal !== undefined)
   }
 
-  /** Forget `token` after the upstream refused it (a newer one stays); refused soon after the one before, a failed exchange (a wrong audience, say). */
-  invalidate (token: AccessToken): void {
+  /** Forget `token` after the upstream refused it (a newer one stays); `renewedInVain`: that was its renewal, a failed exchange. */
+  invalidate (token: AccessToken, renewedInVain = false): void {
     this.#rejected = token.value
     if (this.#current?.value !== token.value) return
     this.#current = undefined
-    if (this.#failures.refusedAgain(this.#now())) this.#failed(new UPSTREAM_AUTH_FAILED('the profile service refused a renewed token too'), this.#now()).catch(() => {})
+    if (renewedInVain) this.#failed(new UPSTREAM_AUTH_FAILED('the profile service refused a renewed token too'), this.#now()).catch(() => {})
   }
 
   #usable (token: AccessToken | undefined): token is AccessToken { return token !== undefined && this.#now() < usableUntil(token) }
@@ -232,8 +232,8 @@ export class TokenManager {
       this.#current = { value, issuedAt, expiresAt: issuedAt + lifetimeMs }
       return this.#current
     } catch (error) {
-      // One past its deadline was counted then.
-      if (!signal.aborted && !callers.signal.aborted) await this.#failed(error, this.#now())
+      // One past its deadline was counted then, unless the provider now asks for a longer pause.
+      if (!signal.aborted && (!callers.signal.aborted || askedToWaitMs(error) > 0)) await this.#failed(error, this.#now())
       throw error
     }
   }

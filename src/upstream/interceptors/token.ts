@@ -77,7 +77,8 @@ class Authorized extends Forward {
     const status = this.#refusedWith
     if (status === undefined) return super.onResponseEnd(controller, trailers)
     this.#refusedWith = undefined
-    if (this.#token !== undefined) this.#options.tokens.invalidate(this.#token)
+    // A 401 on the call sent again with a renewed token: the upstream refuses the tokens themselves (a wrong audience).
+    if (this.#token !== undefined) this.#options.tokens.invalidate(this.#token, this.#renewed && status === 401)
     if (this.#renewed) return super.onResponseError(controller, new EdgeFailure({ kind: 'auth_refused', status }))
     this.#renewed = true
     if (this.#tooLate()) return super.onResponseError(controller, new EdgeFailure({ kind: 'too_late' }))

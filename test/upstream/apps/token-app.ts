@@ -105,7 +105,7 @@ for (const [status, retryAfter] of [[429, '30'], [503, '30'], [429, 'HTTP date']
   })
 }
 
-t.test('an upstream that refuses every token: one exchange per back-off, callers refused at once meanwhile', async (t) => {
+t.test('an upstream that refuses every token: two exchanges per back-off, callers refused at once meanwhile', async (t) => {
   const clock = new Clock()
   const { app, sim } = await stack(t, { env: NO_RATE_LIMIT, now: clock.now })
   sim.failAlways({ kind: 'status', status: 401 })
@@ -118,8 +118,24 @@ t.test('an upstream that refuses every token: one exchange per back-off, callers
   t.equal(sim.stats.dataCalls, 2, 'nor any call')
   clock.advance(1_500)
   t.match((await app.inject('/profile/after')).json(), { statusCode: 502, code: 'UPSTREAM_AUTH_FAILED' })
-  t.equal(sim.stats.tokenRequests, 3, 'one exchange once the back-off is over')
+  t.equal(sim.stats.tokenRequests, 4, 'once the back-off is over: a token, and one renewal after its refusal')
   t.equal(app.tokens.state, 'failing')
+})
+
+t.test('a refusal that is not about the token (a 403 on one member), or a token revoked twice in a minute, refuses nobody else', async (t) => {
+  const clock = new Clock()
+  const { app, sim } = await stack(t, { env: NO_RATE_LIMIT, now: clock.now })
+  t.equal((await app.inject('/profile/warm')).statusCode, 200)
+  // This member's calls are refused whatever the token: the call and its one retry with a renewed token.
+  sim.failNext({ kind: 'status', status: 403 }, 2)
+  t.match((await app.inject('/profile/private-member')).json(), { statusCode: 502, code: 'UPSTREAM_AUTH_FAILED' })
+  t.equal((await app.inject('/profile/bob')).statusCode, 200, 'another member is served at once')
+  sim.revokeTokens()
+  t.equal((await app.inject('/profile/a')).statusCode, 200, 'a revoked token: renewed, the call sent again')
+  clock.advance(30_000)
+  sim.revokeTokens()
+  t.equal((await app.inject('/profile/b')).statusCode, 200, 'revoked again half a minute later: renewed again')
+  t.equal(app.tokens.state, 'held')
 })
 
 t.test('neither the token nor the secret reaches a log line, a response or an error message', async (t) => {

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { untilAborted } from '../../../src/cancellation.ts'
+import { UPSTREAM_AUTH_FAILED } from '../../../src/errors.ts'
 import type { MintedToken } from '../../../src/upstream/token-endpoint.ts'
 import { TokenManager } from '../../../src/upstream/token-manager.ts'
 import { EXCHANGE_DEADLINE_MS, retryDelay } from '../../../src/upstream/token-timing.ts'
@@ -90,5 +91,23 @@ t.test('a provider silent until the retry is due: the exchange is listened to un
     await timers.advance(50)
     t.equal((await retry).value, 'token-2')
     t.equal(provider.mostInFlight, 1)
+  }
+})
+
+t.test('a provider asking for a pause (429, Retry-After 30 s) is left alone that long, whether it answers before the deadline or after it', async (t) => {
+  for (const latencyMs of [800, 1_200]) {
+    const { tokens, timers, provider } = manager(latencyMs, 0)
+    provider.exchange = async (signal: AbortSignal): Promise<MintedToken> => {
+      provider.asked++
+      const answer = new Promise<MintedToken>((_resolve, reject) => {
+        timers.schedule(latencyMs, () => { reject(Object.assign(new UPSTREAM_AUTH_FAILED('the identity provider answered 429'), { askedToWaitMs: 30_000 })) })
+      })
+      return await untilAborted(answer, signal)
+    }
+    tokens.getToken().catch(() => {})
+    await timers.advance(latencyMs)
+    await timers.advance(25_000)
+    t.equal(await atOnce(tokens), 'UPSTREAM_AUTH_FAILED', `${latencyMs} ms: a caller 25 s later refused at once`)
+    t.equal(provider.asked, 1, `${latencyMs} ms: no exchange before the 30 s it asked`)
   }
 })
