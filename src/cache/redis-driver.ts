@@ -24,6 +24,8 @@ export interface RedisDriverOptions {
    */
   lock?: Pick<OwnerLock, 'claimBy'>
   bus?: Pick<RedisBus, 'channel' | 'message'>
+  /** Redis fails over to a replica (Sentinel): a purge waits for one even while none is online, which may still be promoted. */
+  failsOver?: boolean
 }
 
 /**
@@ -125,7 +127,7 @@ export class RedisDriver implements CacheDriver {
     const pairs = keys.flatMap((key) => [key, purgeMarkKey(key)])
     const told = bus === undefined ? [''] : [bus.channel, ...keys.map((key) => bus.message({ type: 'staled', key }))]
     const [found, replicas] = await health.run(async () => await redis.eval(MARK_STALE, pairs.length, ...pairs, randomUUID(), purgeMemoryMs, ...told)) as [number, number]
-    if (replicas > 0 && await this.#replicated(pairs[1] as string) === 0) {
+    if ((replicas > 0 || this.#options.failsOver === true) && await this.#replicated(pairs[1] as string) === 0) {
       throw new CACHE_UNAVAILABLE(`no replica acknowledged the purge within ${REPLICA_WAIT_MS} ms`)
     }
     return found

@@ -54,7 +54,8 @@ async function cache (app: FastifyInstance, { now = steadyNow }: CachePluginOpti
           clock: redisLayer.clock,
           purgeMemoryMs: budget.purgeMemoryMs,
           lock: redisLayer.lock,
-          bus: redisLayer.bus
+          bus: redisLayer.bus,
+          failsOver: config.REDIS_SENTINELS !== undefined
         }),
         redis: redisLayer.health,
         bus: redisLayer.bus,

@@ -1,5 +1,6 @@
 // Under `npm run test:sim`: a purge answered 200 survives a failover, whose replication is asynchronous (issue 35 point 3).
 import type { FastifyInstance } from 'fastify'
+import { Redis } from 'ioredis'
 import t from 'tap'
 import { eventually, sentinelGroup, untilRedisReady, type TestContext } from '../helper.ts'
 import { deployment } from './failover-load.ts'
@@ -49,4 +50,20 @@ t.test('a purge no replica acknowledges in time: 503 with Retry-After (applied, 
   t.ok(Number(refused.headers['retry-after']) > 0, 'with Retry-After')
   t.equal((await b.inject('/profile/unacknowledged')).headers['x-cache'], 'STALE', 'applied on the primary and told to the other instance all the same')
   t.equal((await purge(a, 'unacknowledged')).statusCode, 200, 'the retry, the replica back: 200')
+})
+
+t.test('a purge while no replica is online (its link just dropped, and it may still be promoted): 503, not 200', async (t) => {
+  const { primary, replica, apps: [a, b] } = await purgeable(t, 'unlinked')
+  if (a === undefined || b === undefined) throw new Error('two apps')
+  // The link drops (a network blip); the replica, held, cannot reconnect before the purge.
+  replica.pause()
+  const admin = new Redis(primary.port, '127.0.0.1')
+  t.teardown(() => admin.disconnect())
+  await admin.call('CLIENT', 'KILL', 'TYPE', 'replica')
+  await eventually(async () => !(await admin.info('replication')).includes('state=online'), 'no replica online')
+  const refused = await purge(a, 'unlinked')
+  replica.resume()
+  t.equal(refused.statusCode, 503, 'a failover could still promote the replica that lacks it')
+  t.equal(refused.json().code, 'CACHE_UNAVAILABLE')
+  t.equal((await b.inject('/profile/unlinked')).headers['x-cache'], 'STALE', 'applied and told all the same')
 })
