@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
+import { isIP } from 'node:net'
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 import { traceIds } from '../telemetry/tracing.ts'
 
@@ -68,6 +69,15 @@ function safeError (value: unknown, depth = 0): SafeError {
 type LoggedRequest = { method?: unknown, url?: unknown, ip?: unknown }
 
 /**
+ * The caller's address, for its rate-limit key and its log line: `request.ip` when that is an address. With TRUST_PROXY
+ * it comes from X-Forwarded-For, whose leftmost entry the client writes: any other string (12 KB of it, a new one a
+ * request) would key the counts and fill the log (an audit crashed a 128 MB heap so); the connection's address stands in.
+ */
+export function callerAddress (request: { ip: string, socket: { remoteAddress?: string | undefined } }): string {
+  return isIP(request.ip) !== 0 ? request.ip : request.socket.remoteAddress ?? ''
+}
+
+/**
  * The request as Fastify's own lines (a failed write, say) name it: no header, the URL censored. A serializer
  * that throws takes down whatever logged, an event listener the whole process: only string fields are named.
  */
@@ -76,7 +86,7 @@ function safeRequest (request: LoggedRequest | null): { method?: string, url?: s
   return {
     ...(typeof method === 'string' && { method }),
     ...(typeof url === 'string' && { url: loggedUrl(url) }),
-    ...(typeof ip === 'string' && { remoteAddress: ip })
+    ...(typeof ip === 'string' && isIP(ip) !== 0 && { remoteAddress: ip })
   }
 }
 
@@ -209,7 +219,7 @@ export class OneLinePerRequest extends LogController {
       url: loggedUrl(request.url),
       statusCode: reply.statusCode,
       responseTime: Math.round(reply.elapsedTime * 100) / 100,
-      remoteAddress: request.ip,
+      remoteAddress: callerAddress(request),
       ...(typeof xCache === 'string' && { xCache })
     }
     if (error) reply.log.error({ ...line, err: error }, 'request errored')

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { RATE_LIMITED, withRetryAfter, type RetryAfter } from '../errors.ts'
+import { callerAddress } from '../logging/logging.ts'
 import { clientAddress } from '../rate-limit/client-address.ts'
 import { LocalRateCounts, type RateCounts } from '../rate-limit/rate-counts.ts'
 import { prependOnRequest } from '../http/route-hooks.ts'
@@ -54,7 +55,7 @@ async function clientRateLimit (app: FastifyInstance, { now = steadyNow }: RateL
 
   /** Counts the request's `times` and sets the headers that tell the client; the refusal when past the budget. */
   const charge = (request: FastifyRequest, reply: FastifyReply, times: number): (Error & RetryAfter) | undefined => {
-    const count = counts.add(clientAddress(request.ip), times)
+    const count = counts.add(clientAddress(callerAddress(request)), times)
     const reset = Math.ceil(count.ttl / 1000)
     reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', Math.max(0, max - count.current)).header('x-ratelimit-reset', reset)
     if (count.current <= max) return undefined

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Command } from 'ioredis'
 import t from 'tap'
 import { ADD_COUNTS } from '../../../src/rate-limit/shared-rate-counts.ts'
-import { anotherApp, Clock, eventually, freePort, rawRedis, REDIS_URL, stack } from '../../helper.ts'
+import { anotherApp, capturedLogger, Clock, eventually, freePort, rawRedis, REDIS_URL, stack } from '../../helper.ts'
 
 /** Settles once `app` has sent its next sync of the rate limit's counts and read the answer. */
 async function nextSync (app: FastifyInstance): Promise<void> {
@@ -68,6 +68,20 @@ t.test('clients are told apart by address; X-Forwarded-For counts only with TRUS
   t.equal((await proxied(direct, '203.0.113.2')).statusCode, 429, 'a forged X-Forwarded-For does not buy a new budget')
   const other = await direct.inject({ url: '/profile/alice', remoteAddress: '10.0.0.2' })
   t.equal(other.statusCode, 200, 'another address has its own budget')
+})
+
+t.test('with TRUST_PROXY, an X-Forwarded-For that is no address counts, and is logged, as the connection\'s address', async (t) => {
+  const { logger, lines } = capturedLogger()
+  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '3', TRUST_PROXY: 'true' }, logger: { ...logger, level: 'info' } })
+  // A new string each time, as long as a header may be: were it a key, each would buy a budget and hold its bytes.
+  const junk = (i: number): string => `${'x'.repeat(8_000)}${i}`
+  const statuses = []
+  for (let i = 0; i < 4; i++) {
+    statuses.push((await app.inject({ url: '/profile/alice', remoteAddress: '10.0.0.1', headers: { 'x-forwarded-for': junk(i) } })).statusCode)
+  }
+  t.same(statuses, [200, 200, 200, 429], 'one budget: the connection\'s')
+  const logged = lines.filter((line) => line.msg === 'request completed').map((line) => line.remoteAddress)
+  t.same(logged, ['10.0.0.1', '10.0.0.1', '10.0.0.1', '10.0.0.1'], 'the log line names the connection\'s address, not the header')
 })
 
 t.test('an IPv6 client counts by its /64; an IPv4 one written IPv4-mapped counts as itself', async (t) => {
