@@ -79,6 +79,16 @@ t.test('each version is compressed once: hits send the stored bytes', async (t) 
   t.equal(compressed.length, 4)
 })
 
+t.test('what is kept holds its own bytes only, as its bound counts them: not the compressor\'s whole output chunk', async (t) => {
+  const encodings = new EncodedBodies()
+  for (let i = 0; i < 20; i++) {
+    const body = JSON.stringify({ posts: Array.from({ length: 150 }, (_, post) => `post ${i}-${post}`) })
+    const kept = await encodings.get(`"v${i}"`, body)
+    if (kept === undefined) throw new Error('a body worth encoding')
+    for (const coding of ['br', 'gzip'] as const) t.equal(kept[coding].buffer.byteLength, kept[coding].length, `${i} ${coding}`)
+  }
+})
+
 t.test('a compression that fails leaves the body as it is', async (t) => {
   let attempts = 0
   const failing = async (): Promise<Buffer> => {
