@@ -61,7 +61,7 @@ export const EXPECTED_FAILURES: ReadonlySet<string> = new Set([
 ].map((error) => error.code))
 
 /** Why a caller was refused at once, without waiting for the upstream: counted (pbff_refusals_total) and summed up in the log. */
-export const REFUSAL_REASONS = ['no-token', 'backoff', 'budget', 'overloaded', 'breaker'] as const
+export const REFUSAL_REASONS = ['no-token', 'backoff', 'budget', 'overloaded', 'breaker', 'rate-limited'] as const
 export type RefusalReason = typeof REFUSAL_REASONS[number]
 
 interface Refusal {

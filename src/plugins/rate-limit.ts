@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
-import { RATE_LIMITED, withRetryAfter, type RetryAfter } from '../errors.ts'
+import { RATE_LIMITED, refusal, withRetryAfter, type RetryAfter } from '../errors.ts'
 import { callerAddress } from '../logging/logging.ts'
 import { clientAddress } from '../rate-limit/client-address.ts'
 import { LocalRateCounts, type RateCounts } from '../rate-limit/rate-counts.ts'
@@ -60,7 +60,8 @@ async function clientRateLimit (app: FastifyInstance, { now = steadyNow }: RateL
     reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', Math.max(0, max - count.current)).header('x-ratelimit-reset', reset)
     if (count.current <= max) return undefined
     const retryAfter = Math.max(1, reset)
-    return withRetryAfter(new RATE_LIMITED(retryAfter), retryAfter)
+    // A client past its budget asks again and again: counted and summed up, not a warn line with a stack each.
+    return refusal('rate-limited', () => withRetryAfter(new RATE_LIMITED(retryAfter), retryAfter))
   }
   const countRequest: onRequestHookHandler = (request, reply, done) => { done(charge(request, reply, 1)) }
   // Decided once per route: operational routes get no hook at all.

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Command } from 'ioredis'
 import t from 'tap'
 import { ADD_COUNTS } from '../../../src/rate-limit/shared-rate-counts.ts'
-import { anotherApp, capturedLogger, Clock, eventually, freePort, rawRedis, REDIS_URL, stack } from '../../helper.ts'
+import { anotherApp, capturedLogger, Clock, eventually, freePort, metric, parseMetrics, rawRedis, REDIS_URL, stack } from '../../helper.ts'
 
 /** Settles once `app` has sent its next sync of the rate limit's counts and read the answer. */
 async function nextSync (app: FastifyInstance): Promise<void> {
@@ -68,6 +68,21 @@ t.test('clients are told apart by address; X-Forwarded-For counts only with TRUS
   t.equal((await proxied(direct, '203.0.113.2')).statusCode, 429, 'a forged X-Forwarded-For does not buy a new budget')
   const other = await direct.inject({ url: '/profile/alice', remoteAddress: '10.0.0.2' })
   t.equal(other.statusCode, 200, 'another address has its own budget')
+})
+
+t.test('a client past its limit is counted and summed up in the log, not given a warn line with a stack a request', async (t) => {
+  const { logger, lines } = capturedLogger()
+  const clock = new Clock()
+  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '2' }, logger: { ...logger, level: 'info' }, now: clock.now })
+  const statuses = []
+  for (let i = 0; i < 12; i++) statuses.push((await app.inject('/profile/alice')).statusCode)
+  t.same(statuses, [200, 200, ...Array<number>(10).fill(429)])
+  t.equal(metric(parseMetrics((await app.inject('/metrics')).body), 'pbff_refusals_total', { reason: 'rate-limited' }), 10)
+  t.equal(lines.filter((line) => line.level === 40 && line.msg.startsWith('Too many requests')).length, 0, 'no warn line each')
+  t.equal(lines.filter((line) => line.msg === 'request completed' && line.statusCode === 429).length, 10, 'the access line stays')
+  clock.advance(1_000)
+  await app.inject('/profile/alice')
+  t.match(lines.find((line) => line.msg === 'callers refused at once'), { level: 40 }, 'summed up once a second')
 })
 
 t.test('with TRUST_PROXY, an X-Forwarded-For that is no address counts, and is logged, as the connection\'s address', async (t) => {
