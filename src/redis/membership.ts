@@ -32,13 +32,16 @@ export interface MembershipOptions {
 
 /**
  * This instance's place in the fleet's live count, renewed every third of a lifetime through Redis (while Redis is
- * down the beat fails fast and the last count seen stays). Closed, it leaves the count at once.
+ * down the beat fails fast and the counts seen stay). Closed, it leaves the count at once.
  */
 export class Membership {
   readonly #options: MembershipOptions
   readonly #id = randomUUID()
   #cancel: (() => void) | undefined
-  #lastSeen: number | undefined
+  /** The counts Redis answered over its last lifetime of answering, oldest first. */
+  #answers: Array<{ at: number, count: number }> = []
+  /** A beat failed since the last answer: Redis was away, and may come back with the members forgotten. */
+  #away = false
   #closed = false
 
   constructor (options: MembershipOptions) {
@@ -47,7 +50,15 @@ export class Membership {
 
   /** The live count at the last beat Redis answered; undefined before the first. */
   get lastSeen (): number | undefined {
-    return this.#lastSeen
+    return this.#answers.at(-1)?.count
+  }
+
+  /**
+   * The largest count Redis answered over its last lifetime of answering (time it was away does not count); undefined
+   * before the first. The share while Redis is away: a count answered just after the members were forgotten is low.
+   */
+  get recentMost (): number | undefined {
+    return this.#answers.length === 0 ? undefined : Math.max(...this.#answers.map((answer) => answer.count))
   }
 
   /** Announces this instance now, every third of a lifetime and as soon as Redis is back, until closed. */
@@ -64,8 +75,15 @@ export class Membership {
   async beat (): Promise<void> {
     if (this.#closed) return
     const { redis, health, clock, key, now } = this.#options
-    const count = await health.run(async () => await redis.eval(BEAT, 1, key, clock.toRedis(now()), this.#id, MEMBER_LIFETIME_MS))
-    this.#lastSeen = Number(count)
+    const at = now()
+    const count = await health.run(async () => await redis.eval(BEAT, 1, key, clock.toRedis(at), this.#id, MEMBER_LIFETIME_MS))
+      .catch((error: unknown) => { this.#away = true; throw error })
+    // Back after Redis was away (restarted empty, say: the first beats count only those back before them), the largest
+    // count from before stays a lifetime more, the time every live instance takes to beat again.
+    const most = this.recentMost
+    const before = this.#away && most !== undefined ? [{ at, count: most }] : this.#answers
+    this.#away = false
+    this.#answers = [...before.filter((answer) => answer.at > at - MEMBER_LIFETIME_MS), { at, count: Number(count) }]
   }
 
   async close (): Promise<void> {

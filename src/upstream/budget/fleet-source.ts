@@ -23,7 +23,7 @@ export interface BudgetRate {
   scope: BudgetScope
   /** What this instance may expect of it. */
   shareRps: number
-  /** The instances it is shared by: the live count, or while Redis is down the larger of the last seen and the expected. */
+  /** The instances it is shared by: the live count, or while Redis is down the larger of the largest recent count and the expected. */
   instances: number
 }
 
@@ -34,7 +34,7 @@ export interface FleetSourceOptions {
   /** Whether Redis answers, and (where it can tell) when that changes. */
   health?: Pick<RedisHealth, 'up'> & Partial<Pick<RedisHealth, 'listen'>>
   /** The fleet's live count, when Redis is shared (see Membership). */
-  members?: Pick<Membership, 'lastSeen'>
+  members?: Pick<Membership, 'lastSeen' | 'recentMost'>
   /** The app's clock. */
   now: () => number
   /** The instances counted, when that changes (a gauge). */
@@ -149,14 +149,15 @@ export class FleetSource {
   }
 
   /**
-   * The instances sharing the budget: the live count while Redis is up; else the larger of the last one seen and
-   * UPSTREAM_EXPECTED_INSTANCES (operators set it to the fleet's largest size), so that instances started during an
-   * outage keep the bound too. The local bucket follows it: when Redis goes, this instance keeps to that share.
+   * The instances sharing the budget: the live count while Redis is up; else the larger of the largest count of
+   * Redis's last lifetime of answers (`Membership.recentMost`: the last may be low only because Redis restarted empty)
+   * and UPSTREAM_EXPECTED_INSTANCES (operators set it to the fleet's largest size), so that instances started during
+   * an outage keep the bound too. The local bucket follows it: when Redis goes, this instance keeps to that share.
    */
   #count (now: number): number {
     const { settings, members, onInstances } = this.#options
     const seen = members?.lastSeen
-    const count = seen !== undefined && this.#sharedUp ? seen : Math.max(settings.instances, seen ?? 0)
+    const count = seen !== undefined && this.#sharedUp ? seen : Math.max(settings.instances, members?.recentMost ?? 0)
     if (count !== this.#instances) {
       this.#instances = count
       this.#local.resize(this.#localLaw(), now)

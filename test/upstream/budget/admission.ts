@@ -109,7 +109,7 @@ t.test('a live fleet larger than the burst (20 instances, the others idle): the 
     const clock = new Clock()
     const timers = new Timers(clock)
     const settings = settingsOf(rps, 20, burst)
-    const gate = instance({ clock, timers, settings, shared: { redis, key: `${prefix}${rps}:upstream:budget`, health: fakeHealth() }, members: { lastSeen: 20 } })
+    const gate = instance({ clock, timers, settings, shared: { redis, key: `${prefix}${rps}:upstream:budget`, health: fakeHealth() }, members: { lastSeen: 20, recentMost: 20 } })
     // As many callers as one call a second sends before their 4.5 s are up (the pace the gate judges by once it has
     // granted one: it counts on no more of a fleet whose share is a twentieth of the rate).
     const callers = 4

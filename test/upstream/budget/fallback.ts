@@ -106,8 +106,8 @@ t.test('across Redis going down and coming back, the fleet keeps to rate x windo
     const health = Object.assign(fakeHealth(scenario.startsWith('down')), { listen: (listener: (up: boolean) => void) => { listeners.push(listener) } })
     const turn = (up: boolean): void => { health.up = up; for (const listener of listeners) listener(up) }
     const shared = { redis, key: `${prefix}${index}:upstream:budget`, health }
-    const a = instance({ clock, timers, settings, shared, members: { lastSeen: 2 } })
-    const b = instance({ clock, timers, settings, shared, members: { lastSeen: 2 } })
+    const a = instance({ clock, timers, settings, shared, members: { lastSeen: 2, recentMost: 2 } })
+    const b = instance({ clock, timers, settings, shared, members: { lastSeen: 2, recentMost: 2 } })
     const calls = new Outcomes(clock)
     const done = new AbortController()
     if (index === 0) {
@@ -179,8 +179,8 @@ t.test('after a spell of Redis too slow for a lease, the fleet\'s bucket is empt
     const health = Object.assign(fakeHealth(true), { listen: (listener: (up: boolean) => void) => { listeners.push(listener) } })
     const turn = (up: boolean): void => { health.up = up; for (const listener of listeners) listener(up) }
     const shared = { redis, key: `${prefix}late:upstream:budget`, health }
-    const a = instance({ clock, timers, settings: settingsOf(100, 2, 100), shared, members: { lastSeen: 2 } })
-    const b = instance({ clock, timers, settings: settingsOf(100, 2, 100), shared, members: { lastSeen: 2 } })
+    const a = instance({ clock, timers, settings: settingsOf(100, 2, 100), shared, members: { lastSeen: 2, recentMost: 2 } })
+    const b = instance({ clock, timers, settings: settingsOf(100, 2, 100), shared, members: { lastSeen: 2, recentMost: 2 } })
     const calls = new Outcomes(clock)
     const done = new AbortController()
     turn(false)
@@ -204,10 +204,10 @@ t.test('an instance starting, Redis coming up for it, leaves the fleet\'s bucket
   const timers = new Timers(clock)
   const settings = settingsOf(100, 2, 100)
   const key = `${prefix}start:upstream:budget`
-  const running = instance({ clock, timers, settings, shared: { redis, key, health: fakeHealth() }, members: { lastSeen: 2 } })
+  const running = instance({ clock, timers, settings, shared: { redis, key, health: fakeHealth() }, members: { lastSeen: 2, recentMost: 2 } })
   const listeners: Array<(up: boolean) => void> = []
   const health = Object.assign(fakeHealth(false), { listen: (listener: (up: boolean) => void) => { listeners.push(listener) } })
-  const started = instance({ clock, timers, settings, shared: { redis, key, health }, members: { lastSeen: 2 } })
+  const started = instance({ clock, timers, settings, shared: { redis, key, health }, members: { lastSeen: 2, recentMost: 2 } })
   health.up = true
   for (const listener of listeners) listener(true)
   const calls = new Outcomes(clock)

@@ -37,7 +37,7 @@ export interface InstanceOptions {
   telemetry?: BudgetTelemetry
   errors?: unknown[]
   /** The fleet's live count as this instance sees it (see Membership). */
-  members?: Pick<Membership, 'lastSeen'>
+  members?: Pick<Membership, 'lastSeen' | 'recentMost'>
 }
 
 /** One instance's gate (its leases tracked by `timers`). */
