@@ -1,23 +1,18 @@
 import { untilAborted } from '../cancellation.ts'
 import { UPSTREAM_AUTH_FAILED } from '../errors.ts'
 import type { Telemetry } from '../telemetry/telemetry.ts'
-import { currentSpan, inSpan, linkTo } from '../telemetry/tracing.ts'
+import { currentSpan, inSpan } from '../telemetry/tracing.ts'
 import type { AccessToken } from './access-token.ts'
 import type { UpstreamLog } from './log.ts'
 import { askedToWaitMs, type MintedToken } from './token-endpoint.ts'
-import { COMMAND_TIMEOUT_MS } from '../redis/health.ts'
-import type { Claim } from '../redis/owner-lock.ts'
 import { realTimers, type Schedule } from './budget/schedule.ts'
 import type { TokenStore } from './token-store.ts'
 import { TokenFailures } from './token-failures.ts'
+import { TokenSharing } from './token-sharing.ts'
 import { EXCHANGE_DEADLINE_MS, renewalDue, usableUntil } from './token-timing.ts'
 import { ExchangeDeadline } from './exchange-deadline.ts'
 import { steadyNow } from '../steady-clock.ts'
 
-/** How often an instance waiting for another's exchange looks at the store again, well within the exchange's deadline. */
-const WAITER_LOOK_AGAIN_MS = EXCHANGE_DEADLINE_MS / 4
-/** A release missed while the bus is down would hold a waiter for the lock's lifetime, past the exchange's deadline. */
-const lookAgainSoon = async (schedule: Schedule): Promise<undefined> => await new Promise((resolve) => { schedule(WAITER_LOOK_AGAIN_MS, () => { resolve(undefined) }) })
 /** What /readyz reports: no token yet, one held, an exchange under way, or the identity provider failing. */
 export type TokenState = 'none' | 'held' | 'renewing' | 'failing'
 export interface TokenManagerOptions {
@@ -50,9 +45,10 @@ type Exchange = Omit<Renewal, 'promise'>
 export class TokenManager {
   readonly #endpoint: TokenManagerOptions['endpoint']
   readonly #store: TokenStore | undefined
+  /** With a store: its steps around each exchange. */
+  readonly #sharing: TokenSharing | undefined
   readonly #telemetry: Telemetry
   readonly #log: UpstreamLog
-  readonly #lockWaitMs: number
   readonly #now: () => number
   readonly #schedule: Schedule
   readonly #failures: TokenFailures
@@ -68,10 +64,22 @@ export class TokenManager {
     this.#store = options.store
     this.#telemetry = options.telemetry
     this.#log = options.log
-    this.#lockWaitMs = options.lockWaitMs
     this.#now = options.now ?? steadyNow
     this.#schedule = options.schedule ?? realTimers
     this.#failures = new TokenFailures(this.#now, options.random ?? Math.random)
+    const { store, log, lockWaitMs } = options
+    this.#sharing = store === undefined
+      ? undefined
+      : new TokenSharing({
+        store,
+        failures: this.#failures,
+        log,
+        lockWaitMs,
+        now: this.#now,
+        schedule: this.#schedule,
+        held: () => this.#usable(this.#current) ? this.#current : undefined,
+        rejected: () => this.#rejected
+      })
   }
 
   /** `failing` from the first failed (or overdue) exchange until a usable token is held again. */
@@ -123,7 +131,7 @@ export class TokenManager {
 
   #renewInBackground (): void {
     this.#settleOverdue()
-    if (this.#renewal !== undefined || this.#failures.backingOff) return
+    if (this.#renewal !== undefined || this.#failures.backingOff || this.#sharing?.renewalPutOff === true) return
     this.#start().promise.catch(() => {}) // counted and logged where it fails; the current token serves meanwhile
   }
 
@@ -179,46 +187,8 @@ export class TokenManager {
   }
 
   async #obtain (exchange: Exchange): Promise<AccessToken> {
-    const store = this.#store
-    if (store === undefined) return await this.#mint(exchange)
-    const deadline = this.#now() + this.#lockWaitMs
-    for (;;) {
-      const shared = await this.#fromStore(store)
-      if (shared !== undefined) {
-        currentSpan().setAttribute('pbff.token', 'adopted')
-        return shared
-      }
-      const claim = await store.claim()
-      if (claim.owner) return await this.#mintAsOwner(store, claim, exchange)
-      if (this.#now() >= deadline) throw new UPSTREAM_AUTH_FAILED('another instance is still exchanging credentials')
-      const span = currentSpan()
-      span.setAttribute('pbff.token', 'waited')
-      // The other instance's exchange, when the message that ended the wait named it (a look again names none).
-      linkTo(span, await Promise.race([claim.settled, lookAgainSoon(this.#schedule)]))
-    }
-  }
-
-  async #mintAsOwner (store: TokenStore, claim: Claim & { owner: true }, exchange: Exchange): Promise<AccessToken> {
-    try {
-      // The previous owner may have finished between our look and our lock.
-      const shared = await this.#fromStore(store)
-      if (shared !== undefined) return shared
-      // A retry: the others refuse their callers meanwhile, rather than wait for it (asked a Redis step later at most).
-      if (this.#failures.failing) await store.markFailing(EXCHANGE_DEADLINE_MS + COMMAND_TIMEOUT_MS)
-      const token = await this.#mint(exchange)
-      await store.write(token)
-      return token
-    } finally {
-      await claim.release() // awaited within the exchange's span, which the release names to the instances it wakes
-    }
-  }
-
-  /** A shared token worth adopting; throws during a failure window another instance opened. Both in one round trip. */
-  async #fromStore (store: TokenStore): Promise<AccessToken | undefined> {
-    const [shared, failingMs] = await Promise.all([store.read(), store.failingForMs()])
-    if (shared !== undefined && shared.value !== this.#rejected && this.#now() < renewalDue(shared)) return shared
-    if (failingMs > 0) throw this.#failures.adopt(failingMs)
-    return undefined
+    const mint = async (): Promise<AccessToken> => await this.#mint(exchange)
+    return this.#sharing === undefined ? await mint() : await this.#sharing.obtain(mint)
   }
 
   async #mint ({ controller: { signal }, callers, deadline }: Exchange): Promise<AccessToken> {

@@ -14,8 +14,8 @@ import { steadyNow } from '../steady-clock.ts'
 export interface TokenStore {
   read: () => Promise<AccessToken | undefined>
   write: (token: AccessToken) => Promise<void>
-  /** Who exchanges: this instance (also whenever instances cannot coordinate), or another one (wait for `settled`). */
-  claim: () => Promise<Claim>
+  /** Who exchanges: this instance, or another one (wait for `settled`); undefined when instances cannot coordinate (Redis away). */
+  claim: () => Promise<Claim | undefined>
   failingForMs: () => Promise<number>
   markFailing: (ms: number) => Promise<void>
 }
@@ -36,8 +36,8 @@ const READ = "return { redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1]) }
 
 /**
  * The token store on Redis. Every failure of Redis fails open, and while Redis is down at once (no
- * shared token, the lock granted, no shared failure): an instance cut off from Redis exchanges for
- * itself rather than stopping.
+ * shared token, no lock, no shared failure): an instance cut off from Redis and holding no usable token
+ * exchanges for itself rather than stopping (TokenSharing).
  */
 export class RedisTokenStore implements TokenStore {
   readonly #redis: RedisTokenStoreOptions['redis']
@@ -95,11 +95,8 @@ export class RedisTokenStore implements TokenStore {
     }
   }
 
-  async claim (): Promise<Claim> {
-    const claim = await this.#lock.claim(this.#tokenKey)
-    if (claim !== undefined) return claim
-    this.#log.debug({}, 'token lock unavailable; exchanging without it')
-    return { owner: true, release: async () => {} }
+  async claim (): Promise<Claim | undefined> {
+    return await this.#lock.claim(this.#tokenKey)
   }
 
   async failingForMs (): Promise<number> {
