@@ -33,7 +33,8 @@ export interface TokenSharingOptions {
  * The store's steps around an exchange: adopt another instance's token, or exchange under the lock (one instance for
  * the deployment), or wait for the instance that holds it. Without the lock (Redis away or refusing writes) an
  * instance holding a usable token puts its renewal off, so that the deployment renews once, under the lock, when Redis
- * is back; one with nothing usable exchanges alone at once (docs/design.md, "Redis down fails open").
+ * is back; one with nothing usable exchanges alone at once (docs/design.md, "Redis down fails open"). Redis back,
+ * the token held is handed back to it (`TokenStore.handBack`).
  */
 export class TokenSharing {
   readonly #options: TokenSharingOptions
@@ -41,6 +42,11 @@ export class TokenSharing {
 
   constructor (options: TokenSharingOptions) {
     this.#options = options
+    // Only a token another instance would adopt is worth a command.
+    options.store.handBack(() => {
+      const held = options.held()
+      return held !== undefined && options.now() < renewalDue(held) ? held : undefined
+    })
   }
 
   /** A renewal put off for want of the lock is not tried again before this: Redis is asked every WAITER_LOOK_AGAIN_MS at most, not by every caller. */

@@ -13,7 +13,10 @@ import { steadyNow } from '../steady-clock.ts'
  */
 export interface TokenStore {
   read: () => Promise<AccessToken | undefined>
-  write: (token: AccessToken) => Promise<void>
+  /** `onlyIfAbsent`: never over a token another instance wrote (SET NX). */
+  write: (token: AccessToken, onlyIfAbsent?: boolean) => Promise<void>
+  /** Each time Redis is back after an outage: writes `held()`, if any, unless Redis holds a token (one SET NX). */
+  handBack: (held: () => AccessToken | undefined) => void
   /** Who exchanges: this instance, or another one (wait for `settled`); undefined when instances cannot coordinate (Redis away). */
   claim: () => Promise<Claim | undefined>
   failingForMs: () => Promise<number>
@@ -22,7 +25,7 @@ export interface TokenStore {
 
 export interface RedisTokenStoreOptions {
   redis: Pick<RedisCommands, 'eval' | 'set' | 'pttl'>
-  health: Pick<RedisHealth, 'run'>
+  health: Pick<RedisHealth, 'run' | 'listen'>
   /** The exchange's lock; its release wakes the other instances through the bus. */
   lock: Pick<OwnerLock, 'claim'>
   cipher: TokenCipher
@@ -83,16 +86,30 @@ export class RedisTokenStore implements TokenStore {
     return { value: stored.value, issuedAt: expiresAt - stored.lifetimeMs, expiresAt }
   }
 
-  async write (token: AccessToken): Promise<void> {
+  async write (token: AccessToken, onlyIfAbsent = false): Promise<void> {
     const leftMs = Math.floor(token.expiresAt - this.#now())
     if (leftMs <= 0) return
     const plain = JSON.stringify({ value: token.value, lifetimeMs: token.expiresAt - token.issuedAt })
     try {
       const sealed = this.#cipher.seal(plain, this.#tokenKey)
-      await this.#health.run(async () => await this.#redis.set(this.#tokenKey, sealed, 'PX', leftMs))
+      await this.#health.run(async () => await (onlyIfAbsent
+        ? this.#redis.set(this.#tokenKey, sealed, 'PX', leftMs, 'NX')
+        : this.#redis.set(this.#tokenKey, sealed, 'PX', leftMs)))
     } catch (err) {
       this.#log.debug({ err }, 'shared token not written')
     }
+  }
+
+  /**
+   * A Redis restarted empty, or a replica promoted without the last write, would have the next instance to start
+   * exchange again although the deployment holds a usable token (as the cache hands its entries back). Every instance
+   * does it at once: NX lets the first write in and refuses the others, a newer token included.
+   */
+  handBack (held: () => AccessToken | undefined): void {
+    this.#health.listen((up) => {
+      const token = up ? held() : undefined
+      if (token !== undefined) this.write(token, true).catch(() => {}) // write never rejects: logged there
+    })
   }
 
   async claim (): Promise<Claim | undefined> {

@@ -81,3 +81,24 @@ t.test('a renewal due while Redis is away waits for it while the held token is u
   t.equal(new Set(await values()).size, 3, 'each instance has a token of its own at once')
   t.equal(exchanges(), 5)
 })
+t.test('Redis back without the token (restarted empty): an instance holding it writes it back, never over a newer one', async (t) => {
+  const { redis, key, clock, instances, instance, exchanges } = await fleet(t, ['a', 'b'])
+  t.same(await Promise.all(instances.map(async ({ tokens }) => (await tokens.getToken()).value)), ['a-1', 'a-1'])
+
+  for (const { health } of instances) health.set(false)
+  await redis.del(key)
+  for (const { health } of instances) health.set(true)
+  await eventually(async () => await redis.exists(key) === 1, 'the token written back')
+  const started = await instance('started')
+  t.equal((await started.tokens.getToken()).value, 'a-1', 'an instance started then adopts it')
+  t.equal(exchanges(), 1, 'one exchange for the deployment')
+
+  // Another instance renewed meanwhile (its token in Redis): a return of Redis does not put the older one back.
+  const [a] = instances
+  a?.health.set(false)
+  await started.store.write({ value: 'newer', issuedAt: clock.now(), expiresAt: clock.now() + LIFETIME_MS })
+  a?.health.set(true)
+  const late = await instance('late')
+  t.equal((await late.tokens.getToken()).value, 'newer', 'the newer token is the one adopted')
+  t.equal(exchanges(), 1, 'still one exchange')
+})
