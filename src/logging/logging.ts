@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
-import { isIP } from 'node:net'
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 import { traceIds } from '../telemetry/tracing.ts'
+import { bareAddress, callerAddress } from './caller-address.ts'
 
 /** Query parameters that look like credentials (a client that put its token in the URL). */
 const SECRET_PARAMETER = /token|secret|password|auth|key|session/i
@@ -69,15 +69,6 @@ function safeError (value: unknown, depth = 0): SafeError {
 type LoggedRequest = { method?: unknown, url?: unknown, ip?: unknown }
 
 /**
- * The caller's address, for its rate-limit key and its log line: `request.ip` when that is an address. With TRUST_PROXY
- * it comes from X-Forwarded-For, whose leftmost entry the client writes: any other string (12 KB of it, a new one a
- * request) would key the counts and fill the log (an audit crashed a 128 MB heap so); the connection's address stands in.
- */
-export function callerAddress (request: { ip: string, socket: { remoteAddress?: string | undefined } }): string {
-  return isIP(request.ip) !== 0 ? request.ip : request.socket.remoteAddress ?? ''
-}
-
-/**
  * The request as Fastify's own lines (a failed write, say) name it: no header, the URL censored. A serializer
  * that throws takes down whatever logged, an event listener the whole process: only string fields are named.
  */
@@ -86,7 +77,7 @@ function safeRequest (request: LoggedRequest | null): { method?: string, url?: s
   return {
     ...(typeof method === 'string' && { method }),
     ...(typeof url === 'string' && { url: loggedUrl(url) }),
-    ...(typeof ip === 'string' && isIP(ip) !== 0 && { remoteAddress: ip })
+    ...(typeof ip === 'string' && bareAddress(ip) !== undefined && { remoteAddress: bareAddress(ip) })
   }
 }
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { RATE_LIMITED, refusal, withRetryAfter, type RetryAfter } from '../errors.ts'
-import { callerAddress } from '../logging/logging.ts'
+import { callerAddress } from '../logging/caller-address.ts'
 import { clientAddress } from '../rate-limit/client-address.ts'
 import { LocalRateCounts, type RateCounts } from '../rate-limit/rate-counts.ts'
 import { prependOnRequest } from '../http/route-hooks.ts'

@@ -5,7 +5,7 @@ import { REFUSAL_REASONS, type RefusalReason } from '../errors.ts'
 export function refusalMetrics (registry: Registry): (reason: RefusalReason) => void {
   const refusals = new Counter({
     name: 'pbff_refusals_total',
-    help: 'Callers answered at once with a refusal, by reason (no-token, backoff, budget, overloaded, breaker); the log sums them up once a second',
+    help: 'Callers answered at once with a refusal, by reason (no-token, backoff, budget, overloaded, breaker, rate-limited); the log sums them up once a second',
     labelNames: ['reason'],
     registers: [registry]
   })

@@ -99,6 +99,22 @@ t.test('with TRUST_PROXY, an X-Forwarded-For that is no address counts, and is l
   t.same(logged, ['10.0.0.1', '10.0.0.1', '10.0.0.1', '10.0.0.1'], 'the log line names the connection\'s address, not the header')
 })
 
+t.test('with TRUST_PROXY, an address written with a port or a zone is the address; a junk leftmost entry gives way to the one the proxy appended', async (t) => {
+  const { logger, lines } = capturedLogger()
+  const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '1', TRUST_PROXY: 'true' }, logger: { ...logger, level: 'info' } })
+  const ask = async (forwarded: string): Promise<number> =>
+    (await app.inject({ url: '/profile/alice', remoteAddress: '10.0.0.1', headers: { 'x-forwarded-for': forwarded } })).statusCode
+  t.equal(await ask('203.0.113.1:50123'), 200)
+  t.equal(await ask('203.0.113.2:50124'), 200, 'another client behind a gateway that writes ports has its own budget')
+  t.equal(await ask('203.0.113.1:50999'), 429, 'the same client from another port has spent its own')
+  t.equal(await ask('[2001:db8:9::1]:443'), 200)
+  t.equal(await ask('junk, 198.51.100.7'), 200, 'counted as the address the proxy appended, not the proxy\'s own')
+  t.equal(await ask('junk, 198.51.100.7'), 429)
+  t.equal(await ask(`fe80::1%${'z'.repeat(12_000)}`), 200)
+  const logged = lines.filter((line) => line.msg === 'request completed').map((line) => line.remoteAddress)
+  t.same(logged, ['203.0.113.1', '203.0.113.2', '203.0.113.1', '2001:db8:9::1', '198.51.100.7', '198.51.100.7', 'fe80::1'], 'logged as addresses, never as written')
+})
+
 t.test('an IPv6 client counts by its /64; an IPv4 one written IPv4-mapped counts as itself', async (t) => {
   const { app } = await stack(t, { env: { RATE_LIMIT_PER_MINUTE: '1' } })
   const from = async (remoteAddress: string) => (await app.inject({ url: '/profile/alice', remoteAddress })).statusCode

@@ -1,0 +1,33 @@
+import { isIP } from 'node:net'
+
+/** What the caller's address is read from: Fastify's request (`ips`, nearest first, only with TRUST_PROXY). */
+export interface AddressedRequest {
+  ip: string
+  ips?: string[]
+  socket: { remoteAddress?: string | undefined }
+}
+
+/**
+ * The caller's address, for its rate-limit key and its log line. With TRUST_PROXY, `request.ip` is X-Forwarded-For's
+ * leftmost entry, which the client writes: any string (12 KB of it, a new one a request, crashed a 128 MB heap in an
+ * audit) would key the counts and fill the log. So an entry is an address or nothing, a port or a zone dropped (some
+ * gateways write `ip:port`); when the leftmost is none, the nearest proxy's entry stands in, then the connection's.
+ */
+export function callerAddress (request: AddressedRequest): string {
+  const leftmost = bareAddress(request.ip)
+  if (leftmost !== undefined) return leftmost
+  for (const entry of request.ips?.slice(1) ?? []) {
+    const address = bareAddress(entry)
+    if (address !== undefined) return address
+  }
+  return bareAddress(request.socket.remoteAddress ?? '') ?? ''
+}
+
+/** `value` as an address: as it is, or without the port (`a.b.c.d:443`, `[v6]:443`) or zone (`%eth0`) a proxy may add. */
+export function bareAddress (value: string): string | undefined {
+  if (isIP(value) !== 0 && !value.includes('%')) return value
+  const bracketed = /^\[([^\]]*)\](?::\d{1,5})?$/.exec(value)?.[1]
+  const withPort = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(value)?.[1]
+  const [address = ''] = (bracketed ?? withPort ?? value).split('%')
+  return isIP(address) !== 0 ? address : undefined
+}
