@@ -2,7 +2,7 @@ import { isIP } from 'node:net'
 
 /** What the caller's address is read from: Fastify's request (`ips`, nearest first, only with TRUST_PROXY). */
 export interface AddressedRequest {
-  ip: string
+  ip: string | undefined
   ips?: string[]
   socket: { remoteAddress?: string | undefined }
 }
@@ -20,11 +20,15 @@ export function callerAddress (request: AddressedRequest): string {
     const address = bareAddress(entry)
     if (address !== undefined) return address
   }
-  return bareAddress(request.socket.remoteAddress ?? '') ?? ''
+  return bareAddress(request.socket.remoteAddress) ?? ''
 }
 
-/** `value` as an address: as it is, or without the port (`a.b.c.d:443`, `[v6]:443`) or zone (`%eth0`) a proxy may add. */
-export function bareAddress (value: string): string | undefined {
+/**
+ * `value` as an address: as it is, or without the port (`a.b.c.d:443`, `[v6]:443`) or zone (`%eth0`) a proxy may add.
+ * Fastify's `request.ip` is undefined once the connection is gone (a probe that closed before its line is written).
+ */
+export function bareAddress (value: string | undefined): string | undefined {
+  if (value === undefined) return undefined
   if (isIP(value) !== 0 && !value.includes('%')) return value
   const bracketed = /^\[([^\]]*)\](?::\d{1,5})?$/.exec(value)?.[1]
   const withPort = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(value)?.[1]
