@@ -7,7 +7,7 @@ import type { Schedule } from './budget/schedule.ts'
 import type { UpstreamLog } from './log.ts'
 import type { TokenFailures } from './token-failures.ts'
 import type { TokenStore } from './token-store.ts'
-import { EXCHANGE_DEADLINE_MS, renewalDue } from './token-timing.ts'
+import { EXCHANGE_DEADLINE_MS, renewalDue, usableUntil } from './token-timing.ts'
 
 /** How often an instance waiting for another's exchange looks at the store again, well within the exchange's deadline. */
 const WAITER_LOOK_AGAIN_MS = EXCHANGE_DEADLINE_MS / 4
@@ -77,7 +77,10 @@ export class TokenSharing {
 
   async #withoutLock (mint: () => Promise<AccessToken>): Promise<AccessToken> {
     const { held, now, log } = this.#options
-    if (held() !== undefined) {
+    const token = held()
+    // Put off half the way to the token's last usable moment: a Redis refusing writes never comes back, and a renewal
+    // left to the end would make callers wait for it, or meet a failing provider with no time left.
+    if (token !== undefined && now() < renewalDue(token) + (usableUntil(token) - renewalDue(token)) / 2) {
       this.#putOffUntil = now() + WAITER_LOOK_AGAIN_MS
       throw new UPSTREAM_AUTH_FAILED('the token lock is unavailable: the renewal is put off while the held token serves')
     }

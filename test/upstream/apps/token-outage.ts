@@ -102,3 +102,19 @@ t.test('Redis back without the token (restarted empty): an instance holding it w
   t.equal((await late.tokens.getToken()).value, 'newer', 'the newer token is the one adopted')
   t.equal(exchanges(), 1, 'still one exchange')
 })
+
+t.test('a renewal put off past half the way to the token\'s last usable moment is made alone, in the background: nobody waits for it', async (t) => {
+  const { redis, key, clock, instances, exchanges } = await fleet(t, ['a', 'b'])
+  const values = async (): Promise<string[]> => await Promise.all(instances.map(async ({ tokens }) => (await tokens.getToken()).value))
+  t.same(await values(), ['a-1', 'a-1'])
+  // Renewal due 30 s before expiry, last usable 5 s before: put off until 17.5 s before, Redis away (or refusing writes).
+  clock.advance(LIFETIME_MS - 20_000)
+  await redis.pexpire(key, 20_000)
+  for (const { health } of instances) health.set(false)
+  t.same(await values(), ['a-1', 'a-1'])
+  t.equal(exchanges(), 1, 'put off')
+  clock.advance(3_000)
+  t.same(await values(), ['a-1', 'a-1'], 'the held token still serves at once')
+  await eventually(() => instances.every(({ tokens }) => tokens.state === 'held') && exchanges() === 3, 'each renewed alone')
+  t.same(await values(), ['a-2', 'b-1'], 'each instance has renewed its own')
+})
