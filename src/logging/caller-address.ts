@@ -4,7 +4,7 @@ import { isIP } from 'node:net'
 export interface AddressedRequest {
   ip: string | undefined
   ips?: string[]
-  socket: { remoteAddress?: string | undefined }
+  socket?: { remoteAddress?: string | undefined } | null
 }
 
 /**
@@ -16,11 +16,8 @@ export interface AddressedRequest {
 export function callerAddress (request: AddressedRequest): string {
   const leftmost = bareAddress(request.ip)
   if (leftmost !== undefined) return leftmost
-  for (const entry of request.ips?.slice(1) ?? []) {
-    const address = bareAddress(entry)
-    if (address !== undefined) return address
-  }
-  return bareAddress(request.socket.remoteAddress) ?? ''
+  // Only the nearest proxy's entry: those further left are the client's to write too, and each costs a parse.
+  return bareAddress(request.ips?.[1]) ?? bareAddress(request.socket?.remoteAddress) ?? ''
 }
 
 /**

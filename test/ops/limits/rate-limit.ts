@@ -110,9 +110,12 @@ t.test('with TRUST_PROXY, an address written with a port or a zone is the addres
   t.equal(await ask('[2001:db8:9::1]:443'), 200)
   t.equal(await ask('junk, 198.51.100.7'), 200, 'counted as the address the proxy appended, not the proxy\'s own')
   t.equal(await ask('junk, 198.51.100.7'), 429)
+  t.equal(await ask('junk, 6.6.6.6, unknown'), 200, 'past a junk nearest entry, the connection\'s address: none further left')
+  t.equal(await ask('junk, 6.6.6.7, unknown'), 429, 'a client cannot buy a budget by writing entries further left')
   t.equal(await ask(`fe80::1%${'z'.repeat(12_000)}`), 200)
   const logged = lines.filter((line) => line.msg === 'request completed').map((line) => line.remoteAddress)
-  t.same(logged, ['203.0.113.1', '203.0.113.2', '203.0.113.1', '2001:db8:9::1', '198.51.100.7', '198.51.100.7', 'fe80::1'], 'logged as addresses, never as written')
+  t.same(logged, ['203.0.113.1', '203.0.113.2', '203.0.113.1', '2001:db8:9::1', '198.51.100.7', '198.51.100.7', '10.0.0.1', '10.0.0.1', 'fe80::1'],
+    'logged as addresses, never as written')
 })
 
 t.test('an IPv6 client counts by its /64; an IPv4 one written IPv4-mapped counts as itself', async (t) => {
