@@ -14,6 +14,8 @@ export interface AddressedRequest {
  * gateways write `ip:port`); when the leftmost is none, the nearest proxy's entry stands in, then the connection's.
  */
 export function callerAddress (request: AddressedRequest): string {
+  // Without TRUST_PROXY (Fastify then defines no `ips`), the connection's address is an address, or none once it is gone.
+  if (!('ips' in request)) return request.ip ?? ''
   const leftmost = bareAddress(request.ip)
   if (leftmost !== undefined) return leftmost
   // Only the nearest proxy's entry: those further left are the client's to write too, and each costs a parse.
