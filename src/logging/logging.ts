@@ -74,10 +74,11 @@ type LoggedRequest = { method?: unknown, url?: unknown, ip?: unknown }
  */
 function safeRequest (request: LoggedRequest | null): { method?: string, url?: string, remoteAddress?: string } {
   const { method, url, ip } = request ?? {}
+  const remoteAddress = typeof ip === 'string' ? bareAddress(ip) : undefined
   return {
     ...(typeof method === 'string' && { method }),
     ...(typeof url === 'string' && { url: loggedUrl(url) }),
-    ...(typeof ip === 'string' && bareAddress(ip) !== undefined && { remoteAddress: bareAddress(ip) })
+    ...(remoteAddress !== undefined && { remoteAddress })
   }
 }
 
