@@ -36,7 +36,7 @@ FROM node:24.21.0-bookworm-slim AS service
 ENV HOST=0.0.0.0 PORT=3000
 # The heap sized from the container's memory limit, which Node reads from the cgroup: a quarter of it for V8's old
 # generation (128 MiB under the manifest's 512Mi), and 16 MiB semi-spaces for the young one (48 MiB), whatever the
-# limit. Node's own default in a container is half the limit and 1 MiB semi-spaces. See README, "Memory".
+# limit. Node's own default in a container is half the limit and 1 MiB semi-spaces. See docs/operations.md, "Sizing".
 ENV NODE_OPTIONS="--max-old-space-size-percentage=25 --max-semi-space-size=16"
 WORKDIR /app
 COPY package.json ./

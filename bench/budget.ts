@@ -45,7 +45,7 @@ export async function budgetPhase (
   }
 ): Promise<BudgetResult> {
   const redis = { url: redisUrl, keyPrefix: `${keyPrefix}budget:` }
-  // UPSTREAM_EXPECTED_INSTANCES as the README asks: while an instance sees Redis down, it keeps to its share.
+  // UPSTREAM_EXPECTED_INSTANCES as docs/operations.md asks: while an instance sees Redis down, it keeps to its share.
   const env = {
     UPSTREAM_MAX_RPS: String(MAX_RPS),
     UPSTREAM_BURST: String(BURST),

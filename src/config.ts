@@ -37,7 +37,7 @@ const SECRETS = new Set(['CLIENT_ID', 'CLIENT_SECRET', 'ADMIN_TOKEN', 'REDIS_SEN
 
 /**
  * The service's whole configuration, named as the environment names it. This schema is the single
- * source of truth: the Config type, `.env.example`, the README table and the compose file are checked
+ * source of truth: the Config type, `.env.example`, the table of docs/reference.md and the compose file are checked
  * against it.
  */
 export const ConfigSchema = Type.Object({
@@ -76,7 +76,7 @@ export const ConfigSchema = Type.Object({
     { default: 'info', description: 'pino level' }
   ),
   ADMIN_TOKEN: Type.Optional(Type.String({ minLength: 1, description: 'bearer token for `POST /admin/purge/:username`; unset: no admin route' })),
-  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ format: 'http-url', description: 'OTLP/HTTP collector; spans go to `{it}/v1/traces` (see README, "Tracing"); unset: no tracing, and no tracing code loaded' })),
+  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ format: 'http-url', description: 'OTLP/HTTP collector; spans go to `{it}/v1/traces` (see docs/operations.md, "Tracing"); unset: no tracing, and no tracing code loaded' })),
   OTEL_SERVICE_NAME: Type.String({ minLength: 1, default: 'profile-bff', description: 'the traces\' `service.name`' }),
   OTEL_TRACES_SAMPLER: Type.Union(
     TRACE_SAMPLERS.map((sampler) => Type.Literal(sampler)),

@@ -20,4 +20,4 @@ setFlagsFromString('--always-sparkplug')
 
 // No heap sizes here: V8 fixes them when the isolate is created, before any module runs, and ignores
 // --max-old-space-size or --max-semi-space-size set later (test/ops/files/v8-flags.ts shows it). The image sizes
-// the heap from its container's memory limit through NODE_OPTIONS (Dockerfile; README, "Memory").
+// the heap from its container's memory limit through NODE_OPTIONS (Dockerfile; docs/operations.md, "Sizing").

@@ -31,9 +31,9 @@ export function errorResponse (error: Partial<FastifyError>): ErrorResponse {
 }
 
 /**
- * The client errors Fastify and its plugins raise with no code of ours, each under a code the README's error
- * table lists: a malformed URL or body, a body of a type no parser takes (FST_ERR_*); a path under the docs'
- * static files that leaves their folder, a failed precondition or an unsatisfiable range (@fastify/static).
+ * The client errors Fastify and its plugins raise with no code of ours, each under a code the error table of
+ * docs/reference.md lists: a malformed URL or body, a body of a type no parser takes (FST_ERR_*); a path under the
+ * docs' static files that leaves their folder, a failed precondition or an unsatisfiable range (@fastify/static).
  */
 const CLIENT_ERROR_CODES: ReadonlyMap<number, string> = new Map([
   [400, 'BAD_REQUEST'], [403, 'FORBIDDEN'], [404, 'NOT_FOUND'], [412, 'PRECONDITION_FAILED'],

@@ -31,7 +31,7 @@ async function cache (app: FastifyInstance, { now = steadyNow }: CachePluginOpti
   const warnings = new FreshEvictions({
     now,
     warn: (evicted) => {
-      app.log.warn({ evicted, cacheMemoryMb: config.CACHE_MEMORY_MB }, 'the in-process store evicts fresh entries: raise CACHE_MEMORY_MB (README, "Memory")')
+      app.log.warn({ evicted, cacheMemoryMb: config.CACHE_MEMORY_MB }, 'the in-process store evicts fresh entries: raise CACHE_MEMORY_MB (docs/operations.md, "Sizing")')
     }
   })
   const stack = new CacheStack({

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import type { TSchema } from '@sinclair/typebox'
@@ -147,4 +148,53 @@ t.test('every relative link of README.md, bench/README.md and docs/*.md leads to
   }
   t.ok(checked >= 20, `${checked} links checked`)
   t.same(broken, [], 'links that lead nowhere')
+})
+
+/** The headings of a document, and the bold leads of its paragraphs and list items (`**Redis down** fails open`), emphasis dropped. */
+function leads (markdown: string): string[] {
+  return markdown.replace(/^```[\s\S]*?^```/gm, '').split('\n')
+    .filter((line) => /^(#{1,6} |\*\*|[-*] \*\*)/.test(line))
+    .map((line) => line.replace(/\*\*|`/g, '').replace(/^(#{1,6} |[-*] )/, '').trim())
+}
+
+/**
+ * Where a comment or a message of a code, configuration or deploy file sends its reader, and why that is gone:
+ * `README, "X"`, `docs/x.md, "X"` (a heading or a bold lead that starts so), `docs/x.md#anchor`, `the README's X section`.
+ */
+function brokenPointers (text: string): string[] {
+  const broken: string[] = []
+  const fileOf = (name: string): string | undefined => {
+    const path = name === 'README' ? 'README.md' : name
+    if (existsSync(new URL(path, root))) return path
+    return !path.includes('/') && existsSync(new URL(`docs/${path}`, root)) ? `docs/${path}` : undefined
+  }
+  const sections = [
+    ...[...text.matchAll(/\b((?:[\w-]+\/)*[\w.-]+\.md|README)(?:'s)?,? "([^"\n]+)"/g)].map(([, file = '', section = '']) => ({ file, section })),
+    ...[...text.matchAll(/\bthe (README)'s ([A-Z][\w ]*?) section/g)].map(([, file = '', section = '']) => ({ file, section })),
+    ...[...text.matchAll(/\b(README), ([A-Z][\w ]*)\)/g)].map(([, file = '', section = '']) => ({ file, section }))
+  ]
+  for (const { file, section } of sections) {
+    const path = fileOf(file)
+    if (path === undefined) broken.push(`${file}, "${section}" (no such file)`)
+    else if (!leads(read(path)).some((lead) => lead.startsWith(section))) broken.push(`${file}, "${section}" (no such section)`)
+  }
+  for (const [, file = '', anchor = ''] of text.matchAll(/\b((?:[\w-]+\/)*[\w.-]+\.md)#([\w-]+)/g)) {
+    const path = fileOf(file)
+    if (path === undefined) broken.push(`${file}#${anchor} (no such file)`)
+    else if (!anchors(read(path)).has(anchor)) broken.push(`${file}#${anchor} (no such heading)`)
+  }
+  return broken
+}
+
+t.test('every section a code, configuration or deploy file points its reader at exists', async (t) => {
+  const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8' })
+    .split('\n').filter((path) => path !== '' && !path.endsWith('.md') && path !== 'package-lock.json' &&
+      path !== 'test/ops/files/readme.ts' && !path.startsWith('node_modules/') && existsSync(new URL(path, root)))
+  t.ok(files.some((path) => path.startsWith('src/')) && files.includes('Dockerfile') && files.includes('.env.example'))
+  const broken = files.flatMap((path) => brokenPointers(read(path)).map((pointer) => `${path}: ${pointer}`))
+  t.same(broken, [], 'pointers to sections that do not exist')
+  // The check must see a pointer of each form, and a wrong one of each.
+  t.same(brokenPointers('(docs/operations.md, "Sizing"; design.md, "Redis down fails open"; docs/reference.md#metrics; the README\'s Errors section; README, Routes)'), [])
+  t.same(brokenPointers('(README, "Memory"; README "Tracing"; docs/operations.md, "Memory"; docs/nowhere.md, "Sizing"; docs/reference.md#memory; ' +
+    'the README\'s Operations section; README, Configuration)').length, 7)
 })
