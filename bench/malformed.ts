@@ -4,7 +4,7 @@
  * node:net, and classifies every answer as on or off the contract (/work/shared/CONTRACT.md, Errors).
  * Exits 1 when any answer is off the contract.
  *
- *   node bench/malformed.ts        MALFORMED_COUNT (2000), MALFORMED_CONCURRENCY (20), MALFORMED_TIMEOUT_MS (3000)
+ *   npx node bench/malformed.ts    MALFORMED_COUNT (2000), MALFORMED_CONCURRENCY (20), MALFORMED_TIMEOUT_MS (3000)
  *   MALFORMED_JSON=<file>          also writes one line per exchange: template, statuses, closed, error, ms
  */
 import { readFileSync, writeFileSync } from 'node:fs'

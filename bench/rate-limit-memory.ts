@@ -5,7 +5,7 @@ import { clientAddress } from './socket-burst.ts'
 
 // Heap per client of the rate counts, which sizes RATE_LIMIT_CLIENTS: in process (no REDIS_URL), and shared through
 // Redis while Redis is down, every client held for the next sync and as many idle (the most it keeps):
-//   node --expose-gc bench/rate-limit-memory.ts [clients]
+//   npx node --expose-gc bench/rate-limit-memory.ts [clients]
 
 const gc = (globalThis as { gc?: () => void }).gc
 if (gc === undefined) throw new Error('run with node --expose-gc')

@@ -6,7 +6,7 @@ import type { User } from '../src/lookups/lookups.ts'
 import { encodedBytes } from '../src/http/encoded-bodies.ts'
 
 // The heap an entry of the in-process store takes, against what the store counts for it (CACHE_MEMORY_MB):
-//   node --expose-gc --import tsx bench/store-entry-bytes.ts [usernames]
+//   npx node --expose-gc --import tsx bench/store-entry-bytes.ts [usernames]
 // Each username's profile and timeline from the bundled simulator, with the parsed profile a field query keeps.
 
 const gc = (globalThis as { gc?: () => void }).gc

@@ -3,8 +3,8 @@ import type { CacheEntry } from './cache-entry.ts'
 /**
  * What holding one entry costs beyond its strings' characters: the entry object, three string headers, the store's
  * map slot and bookkeeping (links, ttl, start, size), and the parsed profile a field query keeps beside it. Measured
- * with the simulator's profiles and timelines (`node --expose-gc --import tsx bench/store-entry-bytes.ts`): 1,274 bytes
- * of heap an entry, of which the characters counted below are 963.
+ * with the simulator's profiles and timelines (`npx node --expose-gc --import tsx bench/store-entry-bytes.ts`):
+ * 1,274 bytes of heap an entry, of which the characters counted below are 963.
  */
 export const ENTRY_OVERHEAD_BYTES = 384
 

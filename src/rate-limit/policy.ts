@@ -5,7 +5,7 @@ export const RATE_LIMIT_WINDOW_MS = 60_000
 
 /**
  * Clients one instance counts at once (with Redis, held for the next sync and idle each): 15-23 MiB without Redis,
- * 26-42 MiB with it (IPv4 to IPv6 clients; `node --expose-gc bench/rate-limit-memory.ts`).
+ * 26-42 MiB with it (IPv4 to IPv6 clients; `npx node --expose-gc bench/rate-limit-memory.ts`).
  */
 export const RATE_LIMIT_CLIENTS = 100_000
 
