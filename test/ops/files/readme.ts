@@ -101,8 +101,15 @@ t.test('the README stays a newcomer\'s page: short, its error table true, no mac
     if (typeof value !== 'function' || value.name !== 'FastifyError') return []
     return [[name, new (value as new (...args: unknown[]) => { statusCode: number })('x', 'y').statusCode]] as const
   }))
+  // A row of several statuses (the parser's refusals) lists its codes in the same order.
   for (const [, status = '', codes = ''] of rows) {
-    for (const code of names(codes)) t.equal(statuses.get(code), Number(status), `${code} is an error of src/errors.ts, answered ${status}`)
+    const answered = status.split(', ').map(Number)
+    const named = names(codes)
+    if (answered.length > 1) t.equal(named.length, answered.length, `${status}: a code for each status`)
+    named.forEach((code, i) => {
+      const expected = answered.length > 1 ? answered[i] : answered[0]
+      t.equal(statuses.get(code), expected, `${code} is an error of src/errors.ts, answered ${expected}`)
+    })
   }
   t.match(readme, /docs\/reference\.md#errors/, 'it links the full table')
   for (const line of readme.split('\n').filter((line) => /\bnpm (test|run test)/.test(line))) {
