@@ -1,4 +1,4 @@
-import { performance } from 'node:perf_hooks'
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
 import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
 import { Redis } from 'ioredis'
@@ -38,6 +38,9 @@ t.test('Redis hung (SIGSTOP) under traffic: no errors, nobody waits past the fir
   // When this instance first sees Redis down: the callers waiting then are released by it.
   let detectedAt = Number.POSITIVE_INFINITY
   app.redisLayer?.health.listen((up) => { if (!up) detectedAt = Math.min(detectedAt, performance.now()) })
+  // How long this process itself stood still meanwhile (a busy machine): a release it held up that long is not a wait for Redis.
+  const stalls = monitorEventLoopDelay({ resolution: 10 })
+  stalls.enable()
   const pausedAt = performance.now()
   redis.pause()
   await eventually(async () => (await app.inject('/readyz')).json().status === 'degraded', '/readyz degraded')
@@ -46,6 +49,7 @@ t.test('Redis hung (SIGSTOP) under traffic: no errors, nobody waits past the fir
   await eventually(() => answers.filter(settled).length >= 300, 'traffic during the hang')
 
   redis.resume()
+  stalls.disable()
   const resumedAt = performance.now()
   const callsAtResume = sim.stats.dataCalls
   await untilRedisReady(app)
@@ -61,7 +65,9 @@ t.test('Redis hung (SIGSTOP) under traffic: no errors, nobody waits past the fir
   // Counted from the detection, not from the pause: how late a busy machine fires the command's timer does not count.
   const caught = answers.filter((answer) => answer.startedAt >= pausedAt && answer.startedAt <= detectedAt)
   const pastDetection = Math.max(...caught.map((answer) => answer.startedAt + answer.ms - detectedAt))
-  t.ok(pastDetection < COMMAND_TIMEOUT_MS, `no caller waited for another command's timeout past the first detection: ${pastDetection.toFixed(0)} ms`)
+  const stalledMs = stalls.max / 1e6
+  t.ok(pastDetection < COMMAND_TIMEOUT_MS + stalledMs,
+    `no caller waited for another command's timeout past the first detection: ${pastDetection.toFixed(0)} ms (this process stood still up to ${stalledMs.toFixed(0)} ms)`)
   // What Redis may still cost a caller, over what a request costs this machine while Redis is known down.
   const slowestAfter = slowest(answers.filter(after))
   t.ok(slowestAfter <= slowest(during) + loadBudget(config).lockTtlMs, `after SIGCONT, no caller waited longer than a lock's lifetime: ${slowestAfter.toFixed(0)} ms`)
