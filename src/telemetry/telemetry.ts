@@ -3,7 +3,7 @@ import type { CacheState, Priority, Resource } from '../resources.ts'
 
 /**
  * What the upstream answered to one call, as metrics and logs name it: `short_circuited` was never sent,
- * `cancelled` was sent and aborted because nobody waited for its answer any more.
+ * `cancelled` was dropped unsent because nobody waited for its answer any more (a call once sent runs to its answer).
  */
 export type UpstreamOutcome =
   | 'ok' | 'not_found' | 'error' | 'timeout' | 'invalid' | 'rate_limited' | 'auth_refused' | 'short_circuited' | 'cancelled'
