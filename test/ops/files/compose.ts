@@ -3,6 +3,7 @@ import t from 'tap'
 import { parse } from 'yaml'
 import { imageNodeOptions, manifestMemoryLimit, memoryBytes } from '../../../bench/container.ts'
 import { ConfigSchema, loadConfig } from '../../../src/config.ts'
+import { skipWithout } from '../../helpers/required-tool.ts'
 import { onPath, run } from './run.ts'
 
 interface Service {
@@ -195,7 +196,7 @@ t.test('the sentinel profile: a primary, its replica, three Sentinels watching i
 })
 
 t.test('docker-compose parses the file, observability and sentinel profiles included', {
-  skip: onPath('docker-compose') ? false : 'docker-compose is not installed here (.ci/run installs it)'
+  skip: skipWithout(onPath('docker-compose'), 'docker-compose is not installed here')
 }, async (t) => {
   const parsed = await run('docker-compose', ['--profile', 'observability', '--profile', 'sentinel', 'config'], {
     cwd: root, env: { PATH: process.env.PATH ?? '' }
