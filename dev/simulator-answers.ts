@@ -6,6 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 export type Fault =
   | { kind: 'status', status: number, retryAfter?: string }
   | { kind: 'invalid-json', body?: string }
+  /** Answers 200 with these bytes as they are (invalid UTF-8 included). */
+  | { kind: 'raw', body: Uint8Array }
   | { kind: 'wrong-shape' }
   | { kind: 'oversized', bytes: number }
   | { kind: 'hang' }
@@ -27,6 +29,10 @@ export async function applyFault (res: ServerResponse, fault: Fault): Promise<vo
     case 'invalid-json':
       res.writeHead(200, { 'content-type': 'application/json' })
       res.end(fault.body ?? '{"user": {"name": "trunc')
+      return
+    case 'raw':
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': fault.body.byteLength })
+      res.end(fault.body)
       return
     case 'wrong-shape':
       return sendJson(res, 200, { data: { unexpected: true } })

@@ -1,5 +1,6 @@
 import { FormatRegistry, Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { MAX_UPSTREAM_BODY_BYTES } from './resources.ts'
 
 // An absolute http(s) URL; a path is allowed and kept (the contract's `https://host/gw/v1`).
 FormatRegistry.Set('http-url', (value) => {
@@ -28,6 +29,12 @@ const MAX_SECONDS = 2_147_483_647
 const MAX_SHUTDOWN_MS = 3_600_000
 /** A caller's whole wait; the deadlines derived from it (a load lasts up to twice it) stay within Node's timers. */
 const MAX_UPSTREAM_TIMEOUT_MS = 600_000
+/**
+ * The least in-process store that holds the largest entry (src/cache/entry-bytes.ts counts it): each byte of the largest
+ * body may read as one character above U+00FF (an invalid byte is U+FFFD), 2 bytes held and 3 in its encodings, so
+ * 5 bytes an upstream byte, and a MiB for its key, tag and overhead.
+ */
+export const MIN_CACHE_MEMORY_MB = Math.ceil(5 * MAX_UPSTREAM_BODY_BYTES / (1024 * 1024)) + 1
 
 const Seconds = (defaultValue: number, description: string, minimum = 0) =>
   Type.Integer({ minimum, maximum: MAX_SECONDS, default: defaultValue, description })
@@ -56,7 +63,7 @@ export const ConfigSchema = Type.Object({
   REDIS_SENTINEL_NAME: Type.Optional(Type.String({ minLength: 1, description: 'the Sentinels\' name for the primary (`mymaster` in Redis\'s own examples)' })),
   REDIS_SENTINEL_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'the Sentinels\' own password, when they have one; never logged' })),
   CACHE_KEY_PREFIX: Type.String({ default: 'pbff:', description: 'prefix of every Redis key' }),
-  CACHE_MEMORY_MB: Type.Integer({ minimum: 1, default: 64, description: 'the in-process store\'s bound (entries held without Redis, or while it is down), least recently used first; evictions of fresh entries are counted' }),
+  CACHE_MEMORY_MB: Type.Integer({ minimum: MIN_CACHE_MEMORY_MB, default: 64, description: `the in-process store's bound (entries held without Redis, or while it is down), least recently used first; evictions of fresh entries are counted (at least ${MIN_CACHE_MEMORY_MB}: the largest entry the upstream can fill)` }),
   PROFILE_TTL_SECONDS: Seconds(300, 'a cached profile is fresh this long (at least 1: 0 would send every request upstream)', 1),
   TIMELINE_TTL_SECONDS: Seconds(60, 'a cached timeline is fresh this long (at least 1)', 1),
   STALE_TTL_SECONDS: Seconds(86400, 'after freshness ends, an entry may still be served while revalidating or when the upstream fails'),

@@ -2,6 +2,9 @@
 export const RESOURCES = ['profile', 'timeline'] as const
 export type Resource = typeof RESOURCES[number]
 
+/** The largest upstream body the service reads (a larger one is refused): a profile or a timeline is a few KiB. */
+export const MAX_UPSTREAM_BODY_BYTES = 1024 * 1024
+
 /** How an answer was made, as `X-Cache` names it. */
 export type CacheState = 'HIT' | 'MISS' | 'STALE' | 'BYPASS'
 

@@ -35,6 +35,7 @@ export class MemoryDriver implements Tier {
   readonly #purged: LRUCache<string, PurgeMark>
   readonly #purgeMemoryMs: number
   readonly #now: () => number
+  readonly #telemetry: StoreTelemetry | undefined
 
   constructor ({ maxBytes = DEFAULT_MAX_BYTES, encodedBytes = () => 0, telemetry, purgeMemoryMs, now }: MemoryDriverOptions) {
     this.#entries = boundedLru({
@@ -46,6 +47,7 @@ export class MemoryDriver implements Tier {
     this.#purged = boundedLru({ maxEntries: MAX_PURGE_MARKS, now })
     this.#purgeMemoryMs = purgeMemoryMs
     this.#now = now
+    this.#telemetry = telemetry
     telemetry?.memoryStore(() => ({ entries: this.size, bytes: this.bytes, maxBytes }))
   }
 
@@ -79,7 +81,10 @@ export class MemoryDriver implements Tier {
     const purged = this.#purged.get(key)
     const stored = purged !== undefined && purged !== mark ? markedStale(entry) : entry
     setUntil(this.#entries, key, stored, stored.staleUntil)
-    return stored
+    if (this.#entries.peek(key) === stored) return stored
+    // lru-cache drops a value larger than its whole bound without a word: told as a fresh entry pushed out.
+    if (isFresh(stored, this.#now())) this.#telemetry?.freshEviction()
+    return undefined
   }
 
   async markStale (keys: readonly string[], now: number): Promise<number> {

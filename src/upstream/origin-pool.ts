@@ -1,7 +1,5 @@
 import { Client, Pool } from 'undici'
-
-/** Bodies above this are refused: a profile or a timeline is a few KiB. */
-const MAX_UPSTREAM_BODY_BYTES = 1024 * 1024
+import { MAX_UPSTREAM_BODY_BYTES } from '../resources.ts'
 
 /**
  * A keep-alive pool to one origin, every phase of a call (connect, headers, body) bounded by `timeoutMs`; over

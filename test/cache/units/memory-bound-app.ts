@@ -1,4 +1,6 @@
 import t from 'tap'
+import { MIN_CACHE_MEMORY_MB } from '../../../src/config.ts'
+import { MAX_UPSTREAM_BODY_BYTES } from '../../../src/resources.ts'
 import { cacheStack } from '../../helper.ts'
 import { metric, parseMetrics } from '../../helpers/prometheus.ts'
 
@@ -6,7 +8,7 @@ const MIB = 1024 * 1024
 /** Usernames whose profile and timeline fit a MiB as the store counts them: the simulator's largest pair counts under 3.5 KB. */
 const USERNAMES_PER_MIB = 250
 
-for (const megabytes of [1]) {
+for (const megabytes of [MIN_CACHE_MEMORY_MB]) {
   t.test(`CACHE_MEMORY_MB=${megabytes}, no Redis: what fits is answered from the cache; past it, fresh evictions are counted and the bound holds`, async (t) => {
     const { app, sim } = await cacheStack(t, { env: { REDIS_URL: '', CACHE_MEMORY_MB: String(megabytes), RATE_LIMIT_PER_MINUTE: '0' } })
     const store = async (): Promise<Record<string, number | undefined>> => {
@@ -43,3 +45,19 @@ for (const megabytes of [1]) {
     t.ok((past.entries ?? 0) < 4 * within, `${past.entries} entries held`)
   })
 }
+
+t.test('at the least CACHE_MEMORY_MB, the largest body the upstream may send is stored: one call, then hits', async (t) => {
+  const { app, sim } = await cacheStack(t, { env: { REDIS_URL: '', CACHE_MEMORY_MB: String(MIN_CACHE_MEMORY_MB), RATE_LIMIT_PER_MINUTE: '0' } })
+  // The entry that counts the most: every byte of the body read as U+FFFD (an invalid byte), 2 bytes held and 3 encoded.
+  const open = Buffer.from('{"posts":["')
+  const close = Buffer.from('"]}')
+  const body = Buffer.concat([open, Buffer.alloc(MAX_UPSTREAM_BODY_BYTES - open.length - close.length, 0xff), close])
+  sim.failAlways({ kind: 'raw', body })
+  const answers = []
+  for (let i = 0; i < 3; i++) answers.push(await app.inject({ url: '/profile/big/timeline', headers: { 'accept-encoding': 'br' } }))
+  t.same(answers.map((res) => `${res.statusCode} ${String(res.headers['x-cache'])}`), ['200 MISS', '200 HIT', '200 HIT'])
+  t.equal(sim.callsFor('timeline', 'big'), 1, 'one upstream call')
+  const samples = parseMetrics((await app.inject('/metrics')).body)
+  t.equal(metric(samples, 'pbff_memory_store_entries'), 1)
+  t.equal(metric(samples, 'pbff_memory_store_fresh_evictions_total'), 0)
+})

@@ -5,6 +5,9 @@ import { CacheStack } from '../../../src/cache/cache-stack.ts'
 import { ENTRY_OVERHEAD_BYTES, entryBytes } from '../../../src/cache/entry-bytes.ts'
 import { FreshEvictions, WARN_EVERY_MS } from '../../../src/cache/fresh-evictions.ts'
 import { MemoryDriver } from '../../../src/cache/memory-driver.ts'
+import { cacheKey } from '../../../src/cache/keys.ts'
+import { MIN_CACHE_MEMORY_MB } from '../../../src/config.ts'
+import { MAX_UPSTREAM_BODY_BYTES } from '../../../src/resources.ts'
 import { encodedBytes } from '../../../src/http/encoded-bodies.ts'
 import type { StoreHeld } from '../../../src/telemetry/telemetry.ts'
 import { noTelemetry } from '../../../src/telemetry/telemetry.ts'
@@ -107,14 +110,26 @@ t.test('an entry counts its key, its body as V8 keeps it, its tag, its encodings
 
 t.test('the in-process store also stays within its byte bound', async (t) => {
   const clock = new Clock()
-  const store = new MemoryDriver({ now: clock.now, maxBytes: 1_000_000, purgeMemoryMs: PURGE_MEMORY_MS })
+  let evicted = 0
+  const telemetry = { memoryStore: () => {}, freshEviction: () => { evicted++ } }
+  const store = new MemoryDriver({ now: clock.now, maxBytes: 1_000_000, purgeMemoryMs: PURGE_MEMORY_MS, telemetry })
   const body = 'x'.repeat(100_000)
   for (let i = 0; i < 50; i++) await store.set(`k${i}`, createEntry(200, body, clock.now(), freshness))
   t.ok(store.bytes <= 1_000_000)
   t.equal(store.size, 9, 'nine bodies of 100 kB and their overhead fit in 1 MB')
-  await store.set('huge', createEntry(200, 'x'.repeat(2_000_000), clock.now(), freshness))
-  t.equal(await store.get('huge'), undefined, 'a body larger than the whole bound is not kept')
+  evicted = 0
+  t.equal(await store.set('huge', createEntry(200, 'x'.repeat(2_000_000), clock.now(), freshness)), undefined, 'a body larger than the whole bound is not stored')
+  t.equal(await store.get('huge'), undefined, 'nor kept')
   t.equal(store.size, 9, 'and evicts nothing')
+  t.equal(evicted, 1, 'but is counted (and told) as a fresh entry pushed out')
+})
+
+t.test('the least CACHE_MEMORY_MB holds the largest entry: the largest body, all of it above U+00FF, its encodings, the longest key', async (t) => {
+  const body = JSON.stringify({ posts: ['\ufffd'.repeat(MAX_UPSTREAM_BODY_BYTES - '{"posts":[""]}'.length)] })
+  const key = cacheKey('pbff:', 'timeline', '\u{1f408}'.repeat(128))
+  const largest = entryBytes(key, createEntry(200, body, 0, freshness), encodedBytes)
+  t.ok(largest <= MIN_CACHE_MEMORY_MB * 1024 * 1024, `${largest} bytes`)
+  t.ok(largest > (MIN_CACHE_MEMORY_MB - 2) * 1024 * 1024, 'and not much less would')
 })
 
 t.test('an entry past its stale window is gone; a newer fill is never replaced by an older one', async (t) => {

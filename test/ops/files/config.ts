@@ -89,8 +89,9 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
     [{ ...sentinels, REDIS_SENTINEL_NAME: '' }, /^REDIS_SENTINEL_NAME is required with REDIS_SENTINELS/],
     [{ ...sentinels, REDIS_CLUSTER: 'true' }, /^REDIS_CLUSTER must be false with REDIS_SENTINELS/],
     [{ ...sentinels, REDIS_URL: '' }, /^REDIS_URL is required with REDIS_SENTINELS/],
-    ...['0', '-1', '64MB', 'lots'].map((value): [Record<string, string>, RegExp] =>
-      [{ ...required, CACHE_MEMORY_MB: value }, new RegExp(`^CACHE_MEMORY_MB must be an integer >= 1, got "?${value.replace('.', '\\.')}"?$`)]),
+    // Below 6 MiB the largest entry the upstream can fill would not fit (the store would take it and keep nothing).
+    ...['0', '-1', '5', '64MB', 'lots'].map((value): [Record<string, string>, RegExp] =>
+      [{ ...required, CACHE_MEMORY_MB: value }, new RegExp(`^CACHE_MEMORY_MB must be an integer >= 6, got "?${value.replace('.', '\\.')}"?$`)]),
     [{ ...required, CLIENT_ID: '' }, /^CLIENT_ID is required/],
     [{ AUTH_URL: 'https://id.example', CLIENT_ID: 'id', CLIENT_SECRET: 'x' }, /^UPSTREAM_BASE_URL is required/],
     [{ UPSTREAM_BASE_URL: 'nope', PORT: 'x' }, /^PORT must be an integer.*; UPSTREAM_BASE_URL must be .*; AUTH_URL is required.*; CLIENT_ID is required.*; CLIENT_SECRET is required/]
@@ -111,13 +112,13 @@ t.test('the server refuses to start on a bad value: one line on stderr, exit 1, 
   const [bad, bare, memory] = await Promise.all([
     start({ ...required, UPSTREAM_BASE_URL: 'nope', CLIENT_SECRET: 'do-not-print-me' }),
     start({ UPSTREAM_BASE_URL: 'nope' }),
-    start({ ...required, CACHE_MEMORY_MB: '0' })
+    start({ ...required, CACHE_MEMORY_MB: '5' })
   ])
   t.equal(bad.status, 1)
   t.equal(bad.stdout, '')
   t.equal(bad.stderr, 'profile-bff: configuration error: UPSTREAM_BASE_URL must be an absolute http(s) URL, got "nope"\n')
   t.equal(memory.status, 1)
-  t.equal(memory.stderr, 'profile-bff: configuration error: CACHE_MEMORY_MB must be an integer >= 1, got 0\n')
+  t.equal(memory.stderr, 'profile-bff: configuration error: CACHE_MEMORY_MB must be an integer >= 6, got 5\n')
 
   // With nothing else set: still one line, naming it first.
   t.equal(bare.status, 1)
