@@ -79,7 +79,7 @@ async function upstream (app: FastifyInstance, { now = steadyNow, socketPath }: 
     authScheme: config.AUTH_SCHEME,
     callerMs: limits.callerMs,
     limiter,
-    latency: new RecentLatency(),
+    latency: new RecentLatency(limits.callerLoadMs),
     breaker: new CircuitBreaker({ telemetry, now }),
     backoff: new BackoffWindow({
       ...(redisLayer !== undefined && {

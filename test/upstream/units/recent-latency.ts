@@ -1,4 +1,5 @@
 import t from 'tap'
+import { loadBudget } from '../../../src/load-budget.ts'
 import { RecentLatency } from '../../../src/upstream/recent-latency.ts'
 
 t.test('what the upstream has been taking: the 90th percentile of its last 50 calls, never under 100 ms', async (t) => {
@@ -15,4 +16,16 @@ t.test('what the upstream has been taking: the 90th percentile of its last 50 ca
   t.equal(latency.expectedMs, 300, 'five slow calls in fifty are the slowest tenth, not yet the percentile')
   latency.record(4_500)
   t.equal(latency.expectedMs, 4_500, 'six are')
+})
+
+t.test('a short UPSTREAM_TIMEOUT_MS lowers the floor to a quarter of a load\'s time; the default setting keeps 100 ms', async (t) => {
+  for (const timeoutMs of [110, 200, 1_000, 5_000]) {
+    const { callerLoadMs } = loadBudget({ UPSTREAM_TIMEOUT_MS: timeoutMs })
+    const latency = new RecentLatency(callerLoadMs)
+    const floorMs = Math.min(100, callerLoadMs / 4)
+    t.equal(latency.expectedMs, floorMs, `${timeoutMs} ms: ${floorMs} ms before any call`)
+    latency.record(10)
+    t.equal(latency.expectedMs, floorMs, 'a fast upstream: still the floor')
+  }
+  t.equal(new RecentLatency(loadBudget({ UPSTREAM_TIMEOUT_MS: 5_000 }).callerLoadMs).expectedMs, 100)
 })
