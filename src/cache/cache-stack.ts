@@ -107,14 +107,18 @@ export class CacheStack {
 
   /** `signal` aborts when the caller goes away (absent: a caller that never leaves); its time counts from `arrival` (absent: now). */
   lookup (key: string, resource: Resource, load: Load, signal?: AbortSignal, arrival?: Arrival): Served | Promise<Served> {
-    const now = this.#now()
-    const held = this.#tier.held(key)
-    if (held !== undefined && isFresh(held, now)) return this.#reported(resource, this.#hit(key, resource, held, load, now))
-    return inSpan('cache.lookup', { 'pbff.resource': resource }, async (span) => {
+    return this.heldFresh(key, resource, load) ?? inSpan('cache.lookup', { 'pbff.resource': resource }, async (span) => {
       const served = await this.#resolve(key, resource, load, signal, arrival)
       span.setAttribute('pbff.cache.state', served.state)
       return this.#reported(resource, served)
     })
+  }
+
+  /** The key's entry as a hit, when this process holds it fresh (no read of the store); else undefined. */
+  heldFresh (key: string, resource: Resource, load: Load): Served | undefined {
+    const now = this.#now()
+    const held = this.#tier.held(key)
+    return held !== undefined && isFresh(held, now) ? this.#reported(resource, this.#hit(key, resource, held, load, now)) : undefined
   }
 
   /** Purge: the entries become stale everywhere, so the next read serves them and revalidates once. */

@@ -2,16 +2,19 @@ import pMap from 'p-map'
 import { createEntry, type CacheEntry, type Representation } from '../cache/cache-entry.ts'
 import type { CacheStack, Load, Served } from '../cache/cache-stack.ts'
 import { cacheKey } from '../cache/keys.ts'
-import type { Arrival } from '../load-budget.ts'
+import { UPSTREAM_TIMEOUT } from '../errors.ts'
+import type { Arrival, LoadBudget } from '../load-budget.ts'
 import { RESOURCES, type Priority, type Resource } from '../resources.ts'
 import type { FreshnessPolicy } from './freshness.ts'
 import type { ProfileField } from '../schemas/profile.ts'
 import type { UpstreamAnswer, UpstreamClient } from '../upstream/upstream-client.ts'
 
 export interface LookupsOptions {
-  cache: Pick<CacheStack, 'lookup' | 'markStale'>
+  cache: Pick<CacheStack, 'lookup' | 'heldFresh' | 'markStale'>
   upstream: Pick<UpstreamClient, 'profile' | 'timeline' | 'refusesNow' | 'wouldRefuse'>
   keyPrefix: string
+  /** A caller's wait (a batch's members not started by its end are not looked up), and its time, for the 504's message. */
+  budget: Pick<LoadBudget, 'callerWaitMs' | 'callerMs'>
   freshness: FreshnessPolicy
   now: () => number
   /** For the freshness jitter (tests pin it). */
@@ -48,12 +51,19 @@ export class Lookups {
     return this.#lookup('timeline', username, signal, arrival)
   }
 
-  /** Several members' profiles, each as `profile` serves it; a failure is that member's answer, not the others'. */
+  /**
+   * Several members' profiles, each as `profile` serves it; a failure is that member's answer, not the others'. A member
+   * not started by the end of the caller's wait is answered at once: fresh from this process, else 504.
+   */
   async profiles (usernames: readonly string[], concurrency: number, signal?: AbortSignal, arrival?: Arrival): Promise<Array<PromiseSettledResult<Served>>> {
+    const { callerWaitMs, callerMs } = this.#options.budget
     // At most `concurrency` at once, so one batch never overflows the upstream client's bounded queue.
     return await pMap(usernames, async (username): Promise<PromiseSettledResult<Served>> => {
       try {
-        return { status: 'fulfilled', value: await this.profile(username, signal, arrival) }
+        // Past the wait, a member costs no store read: one after another they kept the caller well past its time.
+        const served = (arrival?.elapsedTime ?? 0) < callerWaitMs ? await this.profile(username, signal, arrival) : this.#heldFresh('profile', username)
+        if (served === undefined) throw new UPSTREAM_TIMEOUT(callerMs)
+        return { status: 'fulfilled', value: served }
       } catch (reason) {
         return { status: 'rejected', reason }
       }
@@ -81,14 +91,21 @@ export class Lookups {
   }
 
   #lookup (kind: Resource, username: string, signal: AbortSignal | undefined, arrival: Arrival | undefined): Served | Promise<Served> {
-    const { keyPrefix, cache, upstream } = this.#options
-    const load: Load = Object.assign(async (loadSignal: AbortSignal, priority: Priority, deadlineAt: number) =>
+    return this.#options.cache.lookup(cacheKey(this.#options.keyPrefix, kind, username), kind, this.#loadOf(kind, username), signal, arrival)
+  }
+
+  #heldFresh (kind: Resource, username: string): Served | undefined {
+    return this.#options.cache.heldFresh(cacheKey(this.#options.keyPrefix, kind, username), kind, this.#loadOf(kind, username))
+  }
+
+  #loadOf (kind: Resource, username: string): Load {
+    const { upstream } = this.#options
+    return Object.assign(async (loadSignal: AbortSignal, priority: Priority, deadlineAt: number) =>
       await this.#load(kind, username, loadSignal, priority, deadlineAt), {
       // Asked before the cache takes a lock: a refused miss costs no more than the read that found nothing to serve.
       refusesNow: (priority: Priority, deadlineAt: number) => upstream.refusesNow(kind, priority, deadlineAt),
       wouldRefuse: this.#wouldRefuse
     })
-    return cache.lookup(cacheKey(keyPrefix, kind, username), kind, load, signal, arrival)
   }
 
   async #load (kind: Resource, username: string, signal: AbortSignal, priority: Priority, deadlineAt: number | undefined): Promise<CacheEntry> {

@@ -78,6 +78,7 @@ async function cache (app: FastifyInstance, { now = steadyNow }: CachePluginOpti
     cache: stack,
     upstream: app.upstream,
     keyPrefix: config.CACHE_KEY_PREFIX,
+    budget,
     freshness,
     now
   }))

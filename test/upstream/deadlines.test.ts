@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import type { Command } from 'ioredis'
 import t, { type Test } from 'tap'
 import { loadBudget } from '../../src/load-budget.ts'
 import { cacheStack, Clock, eventually, metric, parseMetrics, stack, tally, usernames } from '../helper.ts'
@@ -215,3 +216,44 @@ t.test('a caller waiting for another instance\'s load waits no longer than its o
   t.equal((await first).statusCode, 504)
   sim.failAlways(undefined)
 })
+
+/** Every reply of the app's Redis client (but the health probe's TIME) comes `delayMs` later: a Redis farther away. */
+function slowRedis (t: Test, app: FastifyInstance, delayMs: number): void {
+  const client = app.redisLayer?.client
+  if (client === undefined) throw new Error('the app has no Redis')
+  const original = client.sendCommand
+  client.sendCommand = function (this: typeof client, command: Command, ...rest: unknown[]) {
+    if (command.name !== 'time') {
+      const { resolve, reject } = command
+      command.resolve = (value) => { setTimeout(() => { resolve(value) }, delayMs) }
+      command.reject = (error) => { setTimeout(() => { reject(error) }, delayMs) }
+    }
+    return (original as (...args: unknown[]) => unknown).call(this, command, ...rest)
+  } as typeof client.sendCommand
+  t.teardown(() => { client.sendCommand = original })
+}
+
+for (const concurrency of [1, 2]) {
+  t.test(`UPSTREAM_MAX_CONCURRENCY=${concurrency}: a batch of 50 cold usernames before a slow upstream is answered within its time, each username once`, async (t) => {
+    // 600 ms a call, 1.8 s of wait: the first few members are loaded, the others not started by then are answered at
+    // once. Redis answers 100 ms late: a store read a member past the wait (as before) put the answer seconds late.
+    const timeoutMs = 2_000
+    const { app, sim } = await cacheStack(t, { env: { UPSTREAM_MAX_CONCURRENCY: String(concurrency), UPSTREAM_TIMEOUT_MS: String(timeoutMs) }, sim: { latencyMs: 600 } })
+    await app.tokens.getToken()
+    slowRedis(t, app, 100)
+    const names = usernames(50, 'batch')
+    const started = performance.now()
+    const res = await app.inject(`/profiles?${names.map((name) => `username=${name}`).join('&')}`)
+    const tookMs = performance.now() - started
+    t.equal(res.statusCode, 200)
+    t.ok(tookMs <= timeoutMs + 400, `answered in ${Math.round(tookMs)} ms`)
+    const { profiles, errors } = res.json() as { profiles: Record<string, unknown>, errors: Record<string, { code: string }> }
+    t.same([...Object.keys(profiles), ...Object.keys(errors)].sort(), [...names].sort(), 'each username once')
+    const loaded = names.filter((name) => name in profiles)
+    t.ok(loaded.length >= concurrency, `${loaded.length} loaded in time`)
+    t.same(loaded, names.slice(0, loaded.length), 'the first ones, in their turn')
+    t.same(loaded.map((name) => sim.callsFor('profile', name)), loaded.map(() => 1), 'each with its one upstream call')
+    t.same(new Set(Object.values(errors).map((error) => error.code)), new Set(['UPSTREAM_TIMEOUT']), 'the others 504')
+    t.ok(sim.stats.dataCalls <= loaded.length + 2 * concurrency, `${sim.stats.dataCalls} calls: none for members not started in time`)
+  })
+}
