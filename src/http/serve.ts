@@ -4,7 +4,7 @@ import type { Representation } from '../cache/cache-entry.ts'
 import type { Served } from '../cache/cache-stack.ts'
 import type { CacheState } from '../resources.ts'
 import { shortPrefix } from './caller-input.ts'
-import { preferredCoding, worthEncoding, type EncodedBodies, type Encodings } from './encoded-bodies.ts'
+import { preferredCoding, worthEncoding, type Coding, type EncodedBodies, type Encodings } from './encoded-bodies.ts'
 import { PROFILE_NOT_FOUND, withMaxAge } from '../errors.ts'
 
 /**
@@ -92,29 +92,37 @@ function combinedFigures (served: readonly Served[]): CachingFigures {
 /**
  * The body, or 304 when If-None-Match holds its tag. A body large enough to gain goes out in the
  * caller's preferred coding (br, gzip), from encodings made once per version (a promise only while
- * they are made); each coding has a tag of its own, since its bytes differ.
+ * they are made); each coding has a tag of its own, since its bytes differ. A caller that takes neither
+ * is sent the body at once: it does not wait for encodings it will not get.
  */
 export function sendRepresentation (reply: FastifyReply, representation: Representation, encodings: EncodedBodies): Promise<void> | undefined {
   const { body, etag } = representation
   // Most bodies are too small to gain from encoding; a larger one's encodings are made once, then kept.
-  const made = worthEncoding(body) ? encodings.peek(etag) ?? encodings.get(etag, body) : undefined
-  if (made instanceof Promise) return made.then((encoded) => { sendEncoded(reply, representation, encoded) })
-  sendEncoded(reply, representation, made)
+  const worth = worthEncoding(body)
+  const coding = worth ? preferredCoding(reply.request.headers['accept-encoding']) : undefined
+  if (worth) addVary(reply, 'accept-encoding')
+  if (coding === undefined) {
+    sendCoded(reply, representation)
+    return
+  }
+  const made = encodings.peek(etag) ?? encodings.get(etag, body)
+  if (made instanceof Promise) return made.then((encoded) => { sendCoded(reply, representation, encoded, coding) })
+  sendCoded(reply, representation, made, coding)
 }
 
-function sendEncoded (reply: FastifyReply, { body, etag }: Representation, encoded: Encodings | undefined): void {
-  const coding = encoded === undefined ? undefined : preferredCoding(reply.request.headers['accept-encoding'])
-  if (encoded !== undefined) addVary(reply, 'accept-encoding')
-  const tag = coding === undefined ? etag : codedEtag(etag, coding)
+/** The body in `coding` when it was made (a failed compression sends it as it is), else as it is. */
+function sendCoded (reply: FastifyReply, { body, etag }: Representation, encoded?: Encodings, coding?: Coding): void {
+  const sent = encoded === undefined ? undefined : coding
+  const tag = sent === undefined ? etag : codedEtag(etag, sent)
   // Decided here, after the lookup, against the version served now (not by a tag store that outlives a purge).
   reply.header('etag', tag)
   if (matchesEtag(reply.request.headers['if-none-match'], tag)) {
     reply.code(304).send()
-  } else if (encoded === undefined || coding === undefined) {
+  } else if (encoded === undefined || sent === undefined) {
     // Already JSON: sent as it is, without a second serialization.
     reply.type('application/json; charset=utf-8').send(body)
   } else {
-    reply.type('application/json; charset=utf-8').header('content-encoding', coding).send(encoded[coding])
+    reply.type('application/json; charset=utf-8').header('content-encoding', sent).send(encoded[sent])
   }
 }
 

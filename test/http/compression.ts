@@ -1,6 +1,8 @@
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
+import Fastify from 'fastify'
 import t from 'tap'
 import { EncodedBodies, MIN_ENCODED_BYTES, preferredCoding } from '../../src/http/encoded-bodies.ts'
+import { sendRepresentation } from '../../src/http/serve.ts'
 import { cacheStack, stack } from '../helper.ts'
 
 const members = Array.from({ length: 30 }, (_, i) => `c-${i}`)
@@ -77,6 +79,23 @@ t.test('each version is compressed once: hits send the stored bytes', async (t) 
   t.equal(compressed.length, 4, 'a new version is compressed once more')
   t.equal(await encodings.get('"small"', 'x'.repeat(MIN_ENCODED_BYTES - 1)), undefined, 'below the threshold: never')
   t.equal(compressed.length, 4)
+})
+
+t.test('a caller that takes no coding is answered at once, without waiting for encodings (nor making them)', { timeout: 10_000 }, async (t) => {
+  let asked = 0
+  // Compressors that never finish: an answer that waited for them would never come.
+  const never = async (): Promise<Buffer> => { asked++; return await new Promise<Buffer>(() => {}) }
+  const encodings = new EncodedBodies({ compress: { br: never, gzip: never } })
+  const body = JSON.stringify({ posts: ['x'.repeat(MIN_ENCODED_BYTES)] })
+  const app = Fastify()
+  t.teardown(async () => { await app.close() })
+  app.get('/large', async (_request, reply) => { await sendRepresentation(reply, { body, etag: '"v1"' }, encodings); return await reply })
+  for (const accept of [undefined, 'identity', 'br;q=0, gzip;q=0']) {
+    const res = await app.inject({ url: '/large', headers: accept === undefined ? {} : { 'accept-encoding': accept } })
+    t.equal(res.body, body, `Accept-Encoding: ${String(accept)}`)
+    t.same([res.headers['content-encoding'], res.headers.vary, res.headers.etag], [undefined, 'accept-encoding', '"v1"'])
+  }
+  t.equal(asked, 0, 'nothing compressed for callers that take no coding')
 })
 
 t.test('what is kept holds its own bytes only, as its bound counts them: not the compressor\'s whole output chunk', async (t) => {
