@@ -6,7 +6,7 @@
  * load-budget, cancellation), which imports none of the layers. A module imports its own
  * layer and those below it, never one above.
  */
-const BASE = '^src/(config|errors|resources|load-budget|cancellation|v8-flags)\\.ts$|^src/(schemas|telemetry|logging)/'
+const BASE = '^src/(config|config-formats|errors|resources|load-budget|cancellation|v8-flags)\\.ts$|^src/(schemas|telemetry|logging)/'
 
 /** `layer` may not import any of `above`. */
 const below = (name, layer, above, comment) => ({

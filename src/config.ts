@@ -1,19 +1,7 @@
-import { FormatRegistry, Type, type Static, type TSchema } from '@sinclair/typebox'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { MAX_UPSTREAM_BODY_BYTES } from './resources.ts'
-
-// An absolute http(s) URL; a path is allowed and kept (the contract's `https://host/gw/v1`).
-FormatRegistry.Set('http-url', (value) => {
-  if (!URL.canParse(value)) return false
-  const { protocol } = new URL(value)
-  return protocol === 'http:' || protocol === 'https:'
-})
-// redis:// or rediss://, and a database number or none: ioredis would send `SELECT NaN` after start-up, and fail there.
-FormatRegistry.Set('redis-url', (value) => {
-  if (!URL.canParse(value)) return false
-  const { protocol, pathname } = new URL(value)
-  return /^rediss?:$/.test(protocol) && /^(\/\d*)?$/.test(pathname)
-})
+import { expectedOf } from './config-formats.ts'
 
 /** The standard samplers of `OTEL_TRACES_SAMPLER` that need nothing beyond the SDK. */
 const TRACE_SAMPLERS = [
@@ -49,7 +37,7 @@ const SECRETS = new Set(['CLIENT_ID', 'CLIENT_SECRET', 'ADMIN_TOKEN', 'REDIS_SEN
  */
 export const ConfigSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000, description: 'listen port' }),
-  HOST: Type.String({ minLength: 1, default: '127.0.0.1', description: 'listen address (`0.0.0.0` in containers)' }),
+  HOST: Type.String({ format: 'listen-host', default: '127.0.0.1', description: 'listen address (`0.0.0.0` in containers): an IP address (IPv6 without brackets) or a host name' }),
   UPSTREAM_BASE_URL: Type.String({ format: 'http-url', description: 'upstream base address (a path is kept)' }),
   AUTH_URL: Type.String({ format: 'http-url', description: 'identity provider; token at `{AUTH_URL}/oauth/token`' }),
   CLIENT_ID: Type.String({ minLength: 1, description: 'issued client id; never logged, never returned' }),
@@ -142,9 +130,7 @@ function sentinelProblems (config: Partial<Config>): Array<[string, string]> {
 
 function describe (name: string, schema: TSchema, raw: Record<string, unknown>): string {
   if (!(name in raw)) return `${name} is required (${String(schema.description)})`
-  const expected = schema.format === 'redis-url'
-    ? 'an absolute redis:// or rediss:// URL, with a database number or none'
-    : schema.format !== undefined ? 'an absolute http(s) URL' : expectation(schema)
+  const expected = (schema.format !== undefined ? expectedOf(String(schema.format)) : undefined) ?? expectation(schema)
   return `${name} must be ${expected}, got ${shown(name, raw[name])}`
 }
 

@@ -17,6 +17,9 @@ import { warmUp } from './warm-up.ts'
  */
 const KEEP_ALIVE_TIMEOUT_MS = 65_000
 
+/** A listen failure leaves nothing to finish: closing Redis and the pools takes a moment, and never holds the exit longer. */
+const CLOSE_AFTER_LISTEN_FAILURE_MS = 5_000
+
 /** Signals that stop nothing: a closed terminal (SIGHUP) or a stray kill must not take an instance out. */
 const IGNORED_SIGNALS = ['SIGHUP', 'SIGQUIT', 'SIGUSR2'] as const
 
@@ -73,4 +76,25 @@ closeWithGrace({
 
 if ('ms' in warmed) app.log.info({ ms: warmed.ms }, 'warmed up: the request path is compiled')
 else app.log.warn({ err: warmed.error }, 'warm-up skipped: the first requests run on code not compiled yet')
-await app.listen({ host: config.HOST, port: config.PORT })
+try {
+  await app.listen({ host: config.HOST, port: config.PORT })
+} catch (error) {
+  // Not an unexpected error but a setting to change: one line naming it, what was opened closed, and no stack.
+  process.stderr.write(`profile-bff: cannot listen on HOST=${config.HOST} PORT=${config.PORT}: ${listenFailure(error, config.PORT)}\n`)
+  await Promise.race([app.close(), sleep(CLOSE_AFTER_LISTEN_FAILURE_MS)])
+  process.exit(1)
+}
+
+/** Why `listen` failed, for the operator: which of HOST and PORT to change. */
+function listenFailure (error: unknown, port: number): string {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code
+  switch (code) {
+    case 'EADDRINUSE': return 'PORT is already in use on HOST, by another process (EADDRINUSE)'
+    case 'EACCES': return `permission denied${port < 1024 ? ' (a PORT below 1024 needs privileges)' : ''} (EACCES)`
+    case 'EADDRNOTAVAIL': return 'HOST is not an address of this machine (EADDRNOTAVAIL)'
+    case 'EAFNOSUPPORT': return 'this machine does not support HOST\'s address family (EAFNOSUPPORT)'
+    case 'ENOTFOUND': case 'EAI_AGAIN': case 'EAI_FAIL': case 'EAI_NONAME':
+      return `HOST does not resolve to an address (${code})`
+    default: return code ?? (error instanceof Error ? error.message : String(error)).split('\n', 1)[0] ?? 'failed'
+  }
+}

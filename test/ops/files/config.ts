@@ -1,5 +1,7 @@
+import { createServer, type AddressInfo } from 'node:net'
 import t from 'tap'
 import { ConfigSchema, loadConfig } from '../../../src/config.ts'
+import { REDIS_URL } from '../../helpers/redis.ts'
 import { run } from './run.ts'
 
 const required = {
@@ -56,6 +58,12 @@ t.test('Redis Sentinels: a list of host:port, the primary\'s name, their own pas
   t.equal(loadConfig(required).REDIS_SENTINELS, undefined, 'unset: a single Redis (or a Cluster)')
 })
 
+t.test('HOST: an IP address or a host name, as node:net listens on it', async (t) => {
+  for (const host of ['0.0.0.0', '::', '::1', '127.0.0.1', 'localhost', 'bff_1', 'profile-bff.default.svc.cluster.local.']) {
+    t.equal(loadConfig({ ...required, HOST: host }).HOST, host, host)
+  }
+})
+
 t.test('a bad or missing value names the variable and what is wrong', async (t) => {
   const cases: Array<[Record<string, string>, RegExp]> = [
     [{ ...required, UPSTREAM_BASE_URL: 'nope' }, /^UPSTREAM_BASE_URL must be an absolute http\(s\) URL, got "nope"$/],
@@ -80,6 +88,9 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
     ...['PROFILE_TTL_SECONDS', 'TIMELINE_TTL_SECONDS', 'NOT_FOUND_TTL_SECONDS'].map((name): [Record<string, string>, RegExp] =>
       [{ ...required, [name]: '0' }, new RegExp(`^${name} must be an integer >= 1 and <= 2147483647, got 0$`)]),
     [{ ...required, PORT: '70000' }, /^PORT must be an integer >= 0 and <= 65535/],
+    // getaddrinfo would look these up as names, and start-up fail at listen with a stack.
+    ...[' ', '[::1]', '1.2.3', 'host name', 'bff:3000'].map((value): [Record<string, string>, RegExp] =>
+      [{ ...required, HOST: value }, new RegExp(`^HOST must be an IP address \\(an IPv6 one without brackets\\) or a host name, got ${JSON.stringify(value).replace(/[[\].]/g, '\\$&')}$`)]),
     [{ ...required, TRUST_PROXY: 'maybe' }, /^TRUST_PROXY must be true or false/],
     [{ ...required, LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],
     [{ ...required, UPSTREAM_MAX_RPS: '-1' }, /^UPSTREAM_MAX_RPS must be an integer >= 0, got -1$/],
@@ -123,6 +134,26 @@ t.test('the server refuses to start on a bad value: one line on stderr, exit 1, 
   // With nothing else set: still one line, naming it first.
   t.equal(bare.status, 1)
   t.match(bare.stderr, /^profile-bff: configuration error: UPSTREAM_BASE_URL must be an absolute http\(s\) URL, got "nope"; AUTH_URL is required[^\n]*\n$/)
+})
+
+t.test('a HOST that does not resolve or a PORT in use: one line naming them, exit 1, no stack', async (t) => {
+  const taken = createServer()
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => taken.close())
+  const { port } = taken.address() as AddressInfo
+  const start = async (env: Record<string, string>) => await run(process.execPath, ['src/server.ts'], {
+    env: { PATH: process.env.PATH, ...required, REDIS_URL, ...env },
+    timeout: 30_000
+  })
+  const [unresolved, inUse] = await Promise.all([
+    start({ HOST: 'example.invalid', PORT: '0' }),
+    start({ HOST: '127.0.0.1', PORT: String(port) })
+  ])
+  t.equal(unresolved.status, 1)
+  t.match(unresolved.stderr, /^profile-bff: cannot listen on HOST=example\.invalid PORT=0: HOST does not resolve to an address \((ENOTFOUND|EAI_AGAIN|EAI_FAIL|EAI_NONAME)\)\n$/)
+  t.equal(inUse.status, 1)
+  t.equal(inUse.stderr, `profile-bff: cannot listen on HOST=127.0.0.1 PORT=${port}: PORT is already in use on HOST, by another process (EADDRINUSE)\n`)
+  for (const { stdout } of [unresolved, inUse]) t.notMatch(stdout, /unexpected error/, 'not logged as an unexpected error, with its stack')
 })
 
 t.test('Sentinels without the primary\'s name: the server refuses to start, one line naming the variable, no secret', async (t) => {

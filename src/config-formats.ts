@@ -1,0 +1,38 @@
+import { isIP } from 'node:net'
+import { FormatRegistry } from '@sinclair/typebox'
+
+// The string formats of the configuration schema (src/config.ts), each with what its start-up line says is expected.
+
+interface Format {
+  test: (value: string) => boolean
+  /** Completes "NAME must be …, got …". */
+  expected: string
+}
+
+/** A DNS name's label (letters, digits, `-`, `_` as in container names); the last one not all digits (`1.2.3` would be read as an address). */
+const HOSTNAME = /^(?=.{1,253}\.?$)([a-z\d_]([a-z\d_-]{0,61}[a-z\d_])?\.)*(?!\d+\.?$)[a-z\d_]([a-z\d_-]{0,61}[a-z\d_])?\.?$/i
+
+const FORMATS: Record<string, Format> = {
+  // A path is allowed and kept (the contract's `https://host/gw/v1`).
+  'http-url': {
+    test: (value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol),
+    expected: 'an absolute http(s) URL'
+  },
+  // ioredis would send `SELECT NaN` after start-up for another path, and fail there.
+  'redis-url': {
+    test: (value) => URL.canParse(value) && /^rediss?:$/.test(new URL(value).protocol) && /^(\/\d*)?$/.test(new URL(value).pathname),
+    expected: 'an absolute redis:// or rediss:// URL, with a database number or none'
+  },
+  // What node:net listens on: an address (`[::1]` is a URL's spelling, which getaddrinfo looks up as a name), or a name to resolve.
+  'listen-host': {
+    test: (value) => isIP(value) !== 0 || HOSTNAME.test(value),
+    expected: 'an IP address (an IPv6 one without brackets) or a host name'
+  }
+}
+
+for (const [name, { test }] of Object.entries(FORMATS)) FormatRegistry.Set(name, test)
+
+/** What a value of `format` must be, as the start-up line words it. */
+export function expectedOf (format: string): string | undefined {
+  return FORMATS[format]?.expected
+}
