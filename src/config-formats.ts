@@ -5,8 +5,8 @@ import { FormatRegistry } from '@sinclair/typebox'
 
 interface Format {
   test: (value: string) => boolean
-  /** Completes "NAME must be …, got …". */
-  expected: string
+  /** Completes "NAME must be …, got …" (what the value given lacks, where that depends on it). */
+  expected: string | ((value: string) => string)
 }
 
 /** A DNS name's label (letters, digits, `-`, `_` as in container names); the last one not all digits (`1.2.3` would be read as an address). */
@@ -17,6 +17,14 @@ const FORMATS: Record<string, Format> = {
   'http-url': {
     test: (value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol),
     expected: 'an absolute http(s) URL'
+  },
+  // The upstream's and the identity provider's: their calls carry only the origin and the path, and the exact string is
+  // the default `audience`; credentials, a query or a fragment would be dropped from the calls, and sent as the audience.
+  'base-url': {
+    test: (value) => FORMATS['http-url']?.test(value) === true && !/[?#]/.test(value) && new URL(value).username === '' && new URL(value).password === '',
+    expected: (value) => FORMATS['http-url']?.test(value) === true
+      ? 'an absolute http(s) URL without credentials, query or fragment (the calls carry only its origin and path)'
+      : 'an absolute http(s) URL'
   },
   // ioredis would send `SELECT NaN` after start-up for another path, and fail there.
   'redis-url': {
@@ -32,7 +40,8 @@ const FORMATS: Record<string, Format> = {
 
 for (const [name, { test }] of Object.entries(FORMATS)) FormatRegistry.Set(name, test)
 
-/** What a value of `format` must be, as the start-up line words it. */
-export function expectedOf (format: string): string | undefined {
-  return FORMATS[format]?.expected
+/** What a value of `format` must be, as the start-up line words it for `value`. */
+export function expectedOf (format: string, value: unknown): string | undefined {
+  const expected = FORMATS[format]?.expected
+  return typeof expected === 'function' ? expected(String(value)) : expected
 }

@@ -38,8 +38,8 @@ const SECRETS = new Set(['CLIENT_ID', 'CLIENT_SECRET', 'ADMIN_TOKEN', 'REDIS_SEN
 export const ConfigSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000, description: 'listen port' }),
   HOST: Type.String({ format: 'listen-host', default: '127.0.0.1', description: 'listen address (`0.0.0.0` in containers): an IP address (IPv6 without brackets) or a host name' }),
-  UPSTREAM_BASE_URL: Type.String({ format: 'http-url', description: 'upstream base address (a path is kept)' }),
-  AUTH_URL: Type.String({ format: 'http-url', description: 'identity provider; token at `{AUTH_URL}/oauth/token`' }),
+  UPSTREAM_BASE_URL: Type.String({ format: 'base-url', description: 'upstream base address (a path is kept)' }),
+  AUTH_URL: Type.String({ format: 'base-url', description: 'identity provider; token at `{AUTH_URL}/oauth/token`' }),
   CLIENT_ID: Type.String({ minLength: 1, description: 'issued client id; never logged, never returned' }),
   CLIENT_SECRET: Type.String({ minLength: 1, description: 'issued client secret; never logged, never returned' }),
   AUDIENCE: Type.Optional(Type.String({ minLength: 1, description: '`audience` of the token request (default: `UPSTREAM_BASE_URL`)' })),
@@ -130,7 +130,7 @@ function sentinelProblems (config: Partial<Config>): Array<[string, string]> {
 
 function describe (name: string, schema: TSchema, raw: Record<string, unknown>): string {
   if (!(name in raw)) return `${name} is required (${String(schema.description)})`
-  const expected = (schema.format !== undefined ? expectedOf(String(schema.format)) : undefined) ?? expectation(schema)
+  const expected = (schema.format !== undefined ? expectedOf(String(schema.format), raw[name]) : undefined) ?? expectation(schema)
   return `${name} must be ${expected}, got ${shown(name, raw[name])}`
 }
 

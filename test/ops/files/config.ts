@@ -58,6 +58,11 @@ t.test('Redis Sentinels: a list of host:port, the primary\'s name, their own pas
   t.equal(loadConfig(required).REDIS_SENTINELS, undefined, 'unset: a single Redis (or a Cluster)')
 })
 
+t.test('a Redis URL\'s credentials are its own (unlike a base URL\'s): kept', async (t) => {
+  t.equal(loadConfig({ ...required, REDIS_URL: 'rediss://user:pass@redis.example:6380/1' }).REDIS_URL, 'rediss://user:pass@redis.example:6380/1')
+  t.match(loadConfig({ ...required, UPSTREAM_BASE_URL: 'https://profiles.example/gw/v1/' }), { UPSTREAM_BASE_URL: 'https://profiles.example/gw/v1/' })
+})
+
 t.test('HOST: an IP address or a host name, as node:net listens on it', async (t) => {
   for (const host of ['0.0.0.0', '::', '::1', '127.0.0.1', 'localhost', 'bff_1', 'profile-bff.default.svc.cluster.local.']) {
     t.equal(loadConfig({ ...required, HOST: host }).HOST, host, host)
@@ -68,6 +73,15 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
   const cases: Array<[Record<string, string>, RegExp]> = [
     [{ ...required, UPSTREAM_BASE_URL: 'nope' }, /^UPSTREAM_BASE_URL must be an absolute http\(s\) URL, got "nope"$/],
     [{ ...required, AUTH_URL: 'ftp://id.example' }, /^AUTH_URL must be an absolute http\(s\) URL/],
+    // The calls carry only a base URL's origin and path: credentials, a query or a fragment would be dropped from them
+    // (and sent to the identity provider as the default audience). Refused, and never repeated.
+    ...['UPSTREAM_BASE_URL', 'AUTH_URL'].flatMap((name): Array<[Record<string, string>, RegExp]> => ([
+      ['http://user:SECRET@profiles.example/gw', /"http:\/\/\*\*\*@profiles\.example\/gw"/],
+      ['https://profiles.example/gw?api_key=SECRET', /"https:\/\/profiles\.example\/gw\?\*\*\*"/],
+      ['https://profiles.example/gw#SECRET', /"https:\/\/profiles\.example\/gw#\*\*\*"/],
+      ['https://profiles.example/gw?', /"https:\/\/profiles\.example\/gw\?\*\*\*"/]
+    ] as const).map(([value, shown]) => [{ ...required, [name]: value },
+      new RegExp(`^${name} must be an absolute http\\(s\\) URL without credentials, query or fragment \\(the calls carry only its origin and path\\), got ${shown.source}$`)])),
     [{ ...required, REDIS_URL: 'localhost:6379' }, /^REDIS_URL must be an absolute redis:\/\/ or rediss:\/\/ URL, with a database number or none/],
     // ioredis would send SELECT NaN once started, and the process would exit.
     [{ ...required, REDIS_URL: 'redis://redis:6379/cache' }, /^REDIS_URL must be .*, got "redis:\/\/redis:6379\/cache"$/],
