@@ -12,6 +12,17 @@ interface Format {
 /** A DNS name's label (letters, digits, `-`, `_` as in container names); the last one not all digits (`1.2.3` would be read as an address). */
 const HOSTNAME = /^(?=.{1,253}\.?$)([a-z\d_]([a-z\d_-]{0,61}[a-z\d_])?\.)*(?!\d+\.?$)[a-z\d_]([a-z\d_-]{0,61}[a-z\d_])?\.?$/i
 
+/** One Sentinel, `host:port` (the port its group). */
+const SENTINEL = /^(?:\[[^\]]+\]|[^,:\s[\]]+):(\d{1,5})$/
+
+/** The port of each Sentinel of a `host:port,...` list; undefined for an entry of another shape. */
+function sentinelPorts (value: string): Array<number | undefined> {
+  return value.split(',').map((entry) => {
+    const port = SENTINEL.exec(entry)?.[1]
+    return port === undefined ? undefined : Number(port)
+  })
+}
+
 const FORMATS: Record<string, Format> = {
   // A path is allowed and kept (the contract's `https://host/gw/v1`).
   'http-url': {
@@ -30,6 +41,13 @@ const FORMATS: Record<string, Format> = {
   'redis-url': {
     test: (value) => URL.canParse(value) && /^rediss?:$/.test(new URL(value).protocol) && /^(\/\d*)?$/.test(new URL(value).pathname),
     expected: 'an absolute redis:// or rediss:// URL, with a database number or none'
+  },
+  // `host:port,host:port,...` (a host may be a bracketed IPv6 address); a port past 65535 or 0 left the instance degraded for good.
+  sentinels: {
+    test: (value) => sentinelPorts(value).every((port) => port !== undefined && port >= 1 && port <= 65535),
+    expected: (value) => sentinelPorts(value).includes(undefined)
+      ? 'a list host:port,host:port,...'
+      : 'a list host:port,host:port,... with ports from 1 to 65535'
   },
   // What node:net listens on: an address (`[::1]` is a URL's spelling, which getaddrinfo looks up as a name), or a name to resolve.
   'listen-host': {

@@ -8,9 +8,6 @@ const TRACE_SAMPLERS = [
   'always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'
 ] as const
 
-/** `host:port,host:port,...` (a host may be a bracketed IPv6 address). */
-const SENTINELS = '^(\\[[^\\]]+\\]|[^,:\\s\\[\\]]+):\\d{1,5}(,(\\[[^\\]]+\\]|[^,:\\s\\[\\]]+):\\d{1,5})*$'
-
 /** The largest delta-seconds a cache honours (RFC 9111, section 1.2.2). */
 const MAX_SECONDS = 2_147_483_647
 /** Node's timers take at most this many ms (more runs them at once): the shutdown's two delays share it. */
@@ -47,7 +44,7 @@ export const ConfigSchema = Type.Object({
   TOKEN_DEFAULT_TTL_SECONDS: Seconds(3600, 'token lifetime assumed when the answer has no `expires_in`', 1),
   REDIS_URL: Type.Optional(Type.String({ format: 'redis-url', description: 'e.g. `redis://127.0.0.1:6379/0`; unset: an in-process cache' })),
   REDIS_CLUSTER: Type.Boolean({ default: false, description: '`true`: `REDIS_URL` names one seed node of a Redis Cluster' }),
-  REDIS_SENTINELS: Type.Optional(Type.String({ pattern: SENTINELS, description: '`host:port,host:port,...` of Redis Sentinels; with `REDIS_SENTINEL_NAME`, the primary they name is the Redis (credentials and TLS from `REDIS_URL`)' })),
+  REDIS_SENTINELS: Type.Optional(Type.String({ format: 'sentinels', description: '`host:port,host:port,...` of Redis Sentinels; with `REDIS_SENTINEL_NAME`, the primary they name is the Redis (credentials and TLS from `REDIS_URL`)' })),
   REDIS_SENTINEL_NAME: Type.Optional(Type.String({ minLength: 1, description: 'the Sentinels\' name for the primary (`mymaster` in Redis\'s own examples)' })),
   REDIS_SENTINEL_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'the Sentinels\' own password, when they have one; never logged' })),
   CACHE_KEY_PREFIX: Type.String({ default: 'pbff:', description: 'prefix of every Redis key' }),
@@ -150,7 +147,6 @@ function expectation (schema: TSchema): string {
   }
   if (schema.type === 'number') return `a number from ${schema.minimum} to ${schema.maximum}`
   if (schema.type === 'boolean') return 'true or false'
-  if (schema.pattern === SENTINELS) return 'a list host:port,host:port,...'
   if (Array.isArray(schema.anyOf)) return `one of ${schema.anyOf.map((s: TSchema) => s.const).join(', ')}`
   return 'a non-empty string'
 }

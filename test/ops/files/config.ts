@@ -56,6 +56,7 @@ t.test('Redis Sentinels: a list of host:port, the primary\'s name, their own pas
     REDIS_SENTINELS: 's1:26379,[::1]:26380', REDIS_SENTINEL_NAME: 'mymaster', REDIS_SENTINEL_PASSWORD: 'sentinel-secret', REDIS_CLUSTER: false
   })
   t.equal(loadConfig(required).REDIS_SENTINELS, undefined, 'unset: a single Redis (or a Cluster)')
+  t.equal(loadConfig({ ...sentinels, REDIS_SENTINELS: 's1:1,s2:65535' }).REDIS_SENTINELS, 's1:1,s2:65535', 'ports 1 to 65535')
 })
 
 t.test('a Redis URL\'s credentials are its own (unlike a base URL\'s): kept', async (t) => {
@@ -111,6 +112,9 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
     [{ ...required, UPSTREAM_BURST: '0' }, /^UPSTREAM_BURST must be an integer >= 1, got 0$/],
     [{ ...required, UPSTREAM_EXPECTED_INSTANCES: 'three' }, /^UPSTREAM_EXPECTED_INSTANCES must be an integer >= 1, got "three"$/],
     [{ ...sentinels, REDIS_SENTINELS: 'sentinel-a,sentinel-b:26379' }, /^REDIS_SENTINELS must be a list host:port,host:port,..., got "sentinel-a,sentinel-b:26379"$/],
+    // A port out of range left the instance degraded for good (ioredis can never connect).
+    ...['127.0.0.1:99999', 's1:26379,s2:0', '[::1]:65536'].map((value): [Record<string, string>, RegExp] =>
+      [{ ...sentinels, REDIS_SENTINELS: value }, new RegExp(`^REDIS_SENTINELS must be a list host:port,host:port,\\.\\.\\. with ports from 1 to 65535, got ${JSON.stringify(value).replace(/[[\].]/g, '\\$&')}$`)]),
     [{ ...sentinels, REDIS_SENTINEL_NAME: '' }, /^REDIS_SENTINEL_NAME is required with REDIS_SENTINELS/],
     [{ ...sentinels, REDIS_CLUSTER: 'true' }, /^REDIS_CLUSTER must be false with REDIS_SENTINELS/],
     [{ ...sentinels, REDIS_URL: '' }, /^REDIS_URL is required with REDIS_SENTINELS/],
