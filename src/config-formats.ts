@@ -49,6 +49,12 @@ const FORMATS: Record<string, Format> = {
       ? 'a list host:port,host:port,...'
       : 'a list host:port,host:port,... with ports from 1 to 65535'
   },
+  // The Authorization value's scheme (RFC 9110, section 11.4), or nothing before the bare token: node:http refuses a
+  // header value with a control character, and a space or another separator makes another value; each call failed so.
+  'auth-scheme': {
+    test: (value) => /^[!#$%&'*+.^_`|~\dA-Za-z-]*$/.test(value),
+    expected: 'empty or an HTTP token (letters, digits and !#$%&\'*+-.^_`|~: no space, no control character)'
+  },
   // What node:net listens on: an address (`[::1]` is a URL's spelling, which getaddrinfo looks up as a name), or a name to resolve.
   'listen-host': {
     test: (value) => isIP(value) !== 0 || HOSTNAME.test(value),

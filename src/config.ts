@@ -40,7 +40,7 @@ export const ConfigSchema = Type.Object({
   CLIENT_ID: Type.String({ minLength: 1, description: 'issued client id; never logged, never returned' }),
   CLIENT_SECRET: Type.String({ minLength: 1, description: 'issued client secret; never logged, never returned' }),
   AUDIENCE: Type.Optional(Type.String({ minLength: 1, description: '`audience` of the token request (default: `UPSTREAM_BASE_URL`)' })),
-  AUTH_SCHEME: Type.String({ default: 'Bearer', description: 'prefix of the Authorization value (empty: the bare token)' }),
+  AUTH_SCHEME: Type.String({ format: 'auth-scheme', default: 'Bearer', description: 'prefix of the Authorization value (empty: the bare token)' }),
   TOKEN_DEFAULT_TTL_SECONDS: Seconds(3600, 'token lifetime assumed when the answer has no `expires_in`', 1),
   REDIS_URL: Type.Optional(Type.String({ format: 'redis-url', description: 'e.g. `redis://127.0.0.1:6379/0`; unset: an in-process cache' })),
   REDIS_CLUSTER: Type.Boolean({ default: false, description: '`true`: `REDIS_URL` names one seed node of a Redis Cluster' }),

@@ -44,6 +44,7 @@ t.test('values are converted from their environment strings', async (t) => {
   t.equal(config.PORT, 8080)
   t.equal(config.TRUST_PROXY, true)
   t.equal(config.AUTH_SCHEME, '')
+  for (const scheme of ['Bearer', 'DPoP', 'token', 'X-Api.Key_1']) t.equal(loadConfig({ ...required, AUTH_SCHEME: scheme }).AUTH_SCHEME, scheme)
   t.equal(config.REDIS_URL, 'redis://127.0.0.1:6379/0')
   const budget = loadConfig({ ...required, UPSTREAM_MAX_RPS: '50', UPSTREAM_BURST: '10', UPSTREAM_EXPECTED_INSTANCES: '3' })
   t.match(budget, { UPSTREAM_MAX_RPS: 50, UPSTREAM_BURST: 10, UPSTREAM_EXPECTED_INSTANCES: 3 })
@@ -106,6 +107,9 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
     // getaddrinfo would look these up as names, and start-up fail at listen with a stack.
     ...[' ', '[::1]', '1.2.3', 'host name', 'bff:3000'].map((value): [Record<string, string>, RegExp] =>
       [{ ...required, HOST: value }, new RegExp(`^HOST must be an IP address \\(an IPv6 one without brackets\\) or a host name, got ${JSON.stringify(value).replace(/[[\].]/g, '\\$&')}$`)]),
+    // node:http refuses a control character in a header value, and a space makes another scheme: every call failed (502).
+    ...['Bear\ner', 'Bearer ', 'Bé', 'Bearer:'].map((value): [Record<string, string>, RegExp] =>
+      [{ ...required, AUTH_SCHEME: value }, new RegExp(`^AUTH_SCHEME must be empty or an HTTP token \\(letters, digits and !#\\$%&'\\*\\+-\\.\\^_\`\\|~: no space, no control character\\), got ${JSON.stringify(value).replace(/[\\]/g, '\\$&')}$`)]),
     [{ ...required, TRUST_PROXY: 'maybe' }, /^TRUST_PROXY must be true or false/],
     [{ ...required, LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],
     [{ ...required, UPSTREAM_MAX_RPS: '-1' }, /^UPSTREAM_MAX_RPS must be an integer >= 0, got -1$/],
