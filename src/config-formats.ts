@@ -55,6 +55,13 @@ const FORMATS: Record<string, Format> = {
     test: (value) => /^[!#$%&'*+.^_`|~\dA-Za-z-]*$/.test(value),
     expected: 'empty or an HTTP token (letters, digits and !#$%&\'*+-.^_`|~: no space, no control character)'
   },
+  // A bearer token as `Authorization: Bearer <it>` carries it (RFC 7235's token68): another could never match a request.
+  token68: {
+    test: (value) => /^[A-Za-z\d\-._~+/]+=*$/.test(value),
+    expected: (value) => `a token68 (letters, digits and -._~+/, then = padding, as a Bearer header carries it): ${/\s$/.test(value)
+      ? 'this one ends with whitespace (a secret made from a file, as by `kubectl create secret --from-file`, keeps its last newline)'
+      : 'this one holds whitespace or another character'}`
+  },
   // What node:net listens on: an address (`[::1]` is a URL's spelling, which getaddrinfo looks up as a name), or a name to resolve.
   'listen-host': {
     test: (value) => isIP(value) !== 0 || HOSTNAME.test(value),

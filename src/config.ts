@@ -67,7 +67,7 @@ export const ConfigSchema = Type.Object({
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info', description: 'pino level' }
   ),
-  ADMIN_TOKEN: Type.Optional(Type.String({ minLength: 1, description: 'bearer token for `POST /admin/purge/:username`; unset: no admin route' })),
+  ADMIN_TOKEN: Type.Optional(Type.String({ format: 'token68', description: 'bearer token for `POST /admin/purge/:username`; unset: no admin route' })),
   OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ format: 'http-url', description: 'OTLP/HTTP collector; spans go to `{it}/v1/traces` (see docs/operations.md, "Tracing"); unset: no tracing, and no tracing code loaded' })),
   OTEL_SERVICE_NAME: Type.String({ minLength: 1, default: 'profile-bff', description: 'the traces\' `service.name`' }),
   OTEL_TRACES_SAMPLER: Type.Union(

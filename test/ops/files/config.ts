@@ -44,6 +44,7 @@ t.test('values are converted from their environment strings', async (t) => {
   t.equal(config.PORT, 8080)
   t.equal(config.TRUST_PROXY, true)
   t.equal(config.AUTH_SCHEME, '')
+  for (const token of ['tok123', 'a-b.c_d~e+f/g==', 'dG9rZW4=']) t.equal(loadConfig({ ...required, ADMIN_TOKEN: token }).ADMIN_TOKEN, token)
   for (const scheme of ['Bearer', 'DPoP', 'token', 'X-Api.Key_1']) t.equal(loadConfig({ ...required, AUTH_SCHEME: scheme }).AUTH_SCHEME, scheme)
   t.equal(config.REDIS_URL, 'redis://127.0.0.1:6379/0')
   const budget = loadConfig({ ...required, UPSTREAM_MAX_RPS: '50', UPSTREAM_BURST: '10', UPSTREAM_EXPECTED_INSTANCES: '3' })
@@ -110,6 +111,12 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
     // node:http refuses a control character in a header value, and a space makes another scheme: every call failed (502).
     ...['Bear\ner', 'Bearer ', 'Bé', 'Bearer:'].map((value): [Record<string, string>, RegExp] =>
       [{ ...required, AUTH_SCHEME: value }, new RegExp(`^AUTH_SCHEME must be empty or an HTTP token \\(letters, digits and !#\\$%&'\\*\\+-\\.\\^_\`\\|~: no space, no control character\\), got ${JSON.stringify(value).replace(/[\\]/g, '\\$&')}$`)]),
+    // No request could ever match a token holding whitespace (as a secret made --from-file keeps its newline), nor
+    // one a header cannot carry; the line says what is wrong, never the token.
+    ...['tok123SECRET\n', 'tok123SECRET '].map((value): [Record<string, string>, RegExp] =>
+      [{ ...required, ADMIN_TOKEN: value }, /^ADMIN_TOKEN must be a token68 \(letters, digits and -\._~\+\/, then = padding, as a Bearer header carries it\): this one ends with whitespace \(a secret made from a file, as by `kubectl create secret --from-file`, keeps its last newline\), got a value not repeated here \(a secret\)$/]),
+    ...['tök123SECRET', 'tok 123SECRET', 'tok123SECRET=x'].map((value): [Record<string, string>, RegExp] =>
+      [{ ...required, ADMIN_TOKEN: value }, /^ADMIN_TOKEN must be a token68 \(.*\): this one holds whitespace or another character, got a value not repeated here \(a secret\)$/]),
     [{ ...required, TRUST_PROXY: 'maybe' }, /^TRUST_PROXY must be true or false/],
     [{ ...required, LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],
     [{ ...required, UPSTREAM_MAX_RPS: '-1' }, /^UPSTREAM_MAX_RPS must be an integer >= 0, got -1$/],
