@@ -23,6 +23,27 @@ function sentinelPorts (value: string): Array<number | undefined> {
   })
 }
 
+/** The entries of a comma-separated list, blanks dropped. */
+const listed = (value: string): string[] => value.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
+
+/** `*`, or an origin as a browser serialises it (RFC 6454): a special scheme's as URL does, another's in lower case. */
+function isOrigin (entry: string): boolean {
+  if (entry === '*') return true
+  if (!URL.canParse(entry)) return false
+  const { origin } = new URL(entry)
+  return origin === 'null' ? /^[a-z][a-z\d+.-]*:\/\/[a-z\d-]+(\.[a-z\d-]+)*(:[1-9]\d{0,4})?$/.test(entry) : origin === entry
+}
+
+/** Which entry of a list of origins is not one, and how to write it where that can be told (never the entry itself: it may hold credentials). */
+function originProblem (value: string): string {
+  const entries = listed(value)
+  const index = entries.findIndex((entry) => !isOrigin(entry))
+  const entry = entries[index]
+  if (entry === undefined) return 'this one names none'
+  const origin = URL.canParse(entry) ? new URL(entry).origin : 'null'
+  return `entry ${index + 1} ${origin === 'null' ? 'is not one' : `should be "${origin}"`}`
+}
+
 const FORMATS: Record<string, Format> = {
   // A path is allowed and kept (the contract's `https://host/gw/v1`).
   'http-url': {
@@ -61,6 +82,12 @@ const FORMATS: Record<string, Format> = {
     expected: (value) => `a token68 (letters, digits and -._~+/, then = padding, as a Bearer header carries it): ${/\s$/.test(value)
       ? 'this one ends with whitespace (a secret made from a file, as by `kubectl create secret --from-file`, keeps its last newline)'
       : 'this one holds whitespace or another character'}`
+  },
+  // A browser's `Origin` is matched as written: `https://app.example/`, `https://APP.example`, `https://app.example:443`
+  // or `app.example` never matches, nor does a list of blanks allow anything.
+  origins: {
+    test: (value) => listed(value).length > 0 && listed(value).every(isOrigin),
+    expected: (value) => `* or comma-separated origins as browsers send them (scheme://host[:port]: lower-case, no path, no default port; ${originProblem(value)})`
   },
   // What node:net listens on: an address (`[::1]` is a URL's spelling, which getaddrinfo looks up as a name), or a name to resolve.
   'listen-host': {

@@ -59,7 +59,7 @@ export const ConfigSchema = Type.Object({
   UPSTREAM_BURST: Type.Optional(Type.Integer({ minimum: 1, description: 'calls above `UPSTREAM_MAX_RPS` allowed in a burst (default: `UPSTREAM_MAX_RPS`, one second of the rate)' })),
   UPSTREAM_EXPECTED_INSTANCES: Type.Integer({ minimum: 1, default: 1, description: 'while Redis is down (or before it was ever seen), each instance enforces `UPSTREAM_MAX_RPS` / the larger of this and the last live count it saw: the fleet\'s largest size' }),
   RATE_LIMIT_PER_MINUTE: Type.Integer({ minimum: 0, default: 600, description: 'per client address; `0` turns it off' }),
-  CORS_ORIGINS: Type.String({ default: '*', description: 'comma-separated allowed origins' }),
+  CORS_ORIGINS: Type.String({ format: 'origins', default: '*', description: 'comma-separated allowed origins (`*`: any), each as browsers send it: `scheme://host[:port]`' }),
   TRUST_PROXY: Type.Boolean({ default: false, description: 'honour `X-Forwarded-For`' }),
   SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: MAX_SHUTDOWN_MS, default: 5000, description: 'on SIGTERM/SIGINT, how long `/readyz` answers 503 while requests are still served, so a load balancer stops routing here before the listener closes (0: close at once)' }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 1, maximum: MAX_SHUTDOWN_MS, default: 10000, description: 'then, how long requests in flight may take to finish before the process exits anyway' }),

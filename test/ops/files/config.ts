@@ -66,6 +66,13 @@ t.test('a Redis URL\'s credentials are its own (unlike a base URL\'s): kept', as
   t.match(loadConfig({ ...required, UPSTREAM_BASE_URL: 'https://profiles.example/gw/v1/' }), { UPSTREAM_BASE_URL: 'https://profiles.example/gw/v1/' })
 })
 
+t.test('CORS_ORIGINS: * or origins as browsers send them; unset or empty is *', async (t) => {
+  t.equal(loadConfig({ ...required, CORS_ORIGINS: '' }).CORS_ORIGINS, '*')
+  for (const origins of ['*', 'https://app.example', 'https://a.example, http://localhost:3000,', 'http://[::1]:8080', 'chrome-extension://abcdefgh', '*,https://app.example']) {
+    t.equal(loadConfig({ ...required, CORS_ORIGINS: origins }).CORS_ORIGINS, origins, origins)
+  }
+})
+
 t.test('HOST: an IP address or a host name, as node:net listens on it', async (t) => {
   for (const host of ['0.0.0.0', '::', '::1', '127.0.0.1', 'localhost', 'bff_1', 'profile-bff.default.svc.cluster.local.']) {
     t.equal(loadConfig({ ...required, HOST: host }).HOST, host, host)
@@ -117,6 +124,18 @@ t.test('a bad or missing value names the variable and what is wrong', async (t) 
       [{ ...required, ADMIN_TOKEN: value }, /^ADMIN_TOKEN must be a token68 \(letters, digits and -\._~\+\/, then = padding, as a Bearer header carries it\): this one ends with whitespace \(a secret made from a file, as by `kubectl create secret --from-file`, keeps its last newline\), got a value not repeated here \(a secret\)$/]),
     ...['tök123SECRET', 'tok 123SECRET', 'tok123SECRET=x'].map((value): [Record<string, string>, RegExp] =>
       [{ ...required, ADMIN_TOKEN: value }, /^ADMIN_TOKEN must be a token68 \(.*\): this one holds whitespace or another character, got a value not repeated here \(a secret\)$/]),
+    // A browser's Origin is matched as written: these could never match one, nor does a list of blanks allow anything.
+    ...([
+      ['https://app.example/', 'entry 1 should be "https://app.example"'],
+      ['https://a.example,https://APP.example', 'entry 2 should be "https://app.example"'],
+      ['https://app.example:443', 'entry 1 should be "https://app.example"'],
+      ['https://user:SECRET@app.example', 'entry 1 should be "https://app.example"'],
+      ['app.example', 'entry 1 is not one'],
+      ['null', 'entry 1 is not one'],
+      [' , ', 'this one names none']
+    ] as const).map(([value, problem]): [Record<string, string>, RegExp] => [{ ...required, CORS_ORIGINS: value }, new RegExp(
+      '^CORS_ORIGINS must be \\* or comma-separated origins as browsers send them \\(scheme://host\\[:port\\]: lower-case, no path, no default port; ' +
+      `${problem.replace(/[.]/g, '\\.')}\\), got "(?!.*SECRET)[^"]*"$`)]),
     [{ ...required, TRUST_PROXY: 'maybe' }, /^TRUST_PROXY must be true or false/],
     [{ ...required, LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],
     [{ ...required, UPSTREAM_MAX_RPS: '-1' }, /^UPSTREAM_MAX_RPS must be an integer >= 0, got -1$/],
