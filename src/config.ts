@@ -68,7 +68,9 @@ export const ConfigSchema = Type.Object({
     { default: 'info', description: 'pino level' }
   ),
   ADMIN_TOKEN: Type.Optional(Type.String({ format: 'token68', description: 'bearer token for `POST /admin/purge/:username`; unset: no admin route' })),
-  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ format: 'http-url', description: 'OTLP/HTTP collector; spans go to `{it}/v1/traces` (see docs/operations.md, "Tracing"); unset: no tracing, and no tracing code loaded' })),
+  OTEL_SDK_DISABLED: Type.Boolean({ default: false, description: '`true`: no tracing, whatever else is set (the OpenTelemetry switch)' }),
+  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ format: 'http-url', description: 'OTLP/HTTP collector; spans go to `{it}/v1/traces` (see docs/operations.md, "Tracing"); unset, with `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` unset too: no tracing, and no tracing code loaded' })),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ format: 'http-url', description: 'the collector\'s traces URL, used as it is (ahead of `OTEL_EXPORTER_OTLP_ENDPOINT`); it turns tracing on as well' })),
   OTEL_SERVICE_NAME: Type.String({ minLength: 1, default: 'profile-bff', description: 'the traces\' `service.name`' }),
   OTEL_TRACES_SAMPLER: Type.Union(
     TRACE_SAMPLERS.map((sampler) => Type.Literal(sampler)),

@@ -3,7 +3,7 @@ import fp from 'fastify-plugin'
 import { tracingConfigured } from '../telemetry/tracing.ts'
 
 /**
- * Traces (docs/operations.md, "Tracing"): with OTEL_EXPORTER_OTLP_ENDPOINT, the OpenTelemetry SDK is loaded and started, and
+ * Traces (docs/operations.md, "Tracing"): with a collector (`tracesEndpoint`), the OpenTelemetry SDK is loaded and started, and
  * every request gets a server span carrying its cache state; without it this plugin registers nothing and no
  * tracing module is imported. Registered before the routes, whose requests its hooks see.
  */

@@ -8,9 +8,22 @@ import type { Config } from '../config.ts'
  */
 const tracer = trace.getTracer('profile-bff')
 
-/** Tracing is on with a collector to send spans to; without one, no tracing SDK module is loaded at all. */
-export function tracingConfigured (config: Pick<Config, 'OTEL_EXPORTER_OTLP_ENDPOINT'>): boolean {
-  return config.OTEL_EXPORTER_OTLP_ENDPOINT !== undefined
+type TracingSettings = Pick<Config, 'OTEL_SDK_DISABLED' | 'OTEL_EXPORTER_OTLP_ENDPOINT' | 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'>
+
+/**
+ * Where spans go, as OpenTelemetry's OTLP/HTTP exporter reads the standard variables: the traces endpoint as it is,
+ * else `{endpoint}/v1/traces`. Undefined, tracing is off: no collector, or OTEL_SDK_DISABLED=true.
+ */
+export function tracesEndpoint (config: TracingSettings): string | undefined {
+  if (config.OTEL_SDK_DISABLED) return undefined
+  if (config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT !== undefined) return config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+  if (config.OTEL_EXPORTER_OTLP_ENDPOINT !== undefined) return `${config.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`
+  return undefined
+}
+
+/** Tracing is on with a collector to send spans to, unless disabled; otherwise no tracing SDK module is loaded at all. */
+export function tracingConfigured (config: TracingSettings): boolean {
+  return tracesEndpoint(config) !== undefined
 }
 
 /** Set once the SDK is started: until then `inSpan` runs its work at once, without a span or a context switch. */

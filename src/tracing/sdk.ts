@@ -8,7 +8,7 @@ import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
 import type { FastifyPluginCallback } from 'fastify'
 import type { Config } from '../config.ts'
-import { startSpans } from '../telemetry/tracing.ts'
+import { startSpans, tracesEndpoint } from '../telemetry/tracing.ts'
 import { traceRedisCommands } from './redis-spans.ts'
 import { resourceOf, samplerOf } from './sampler.ts'
 import { serverSpan } from './server-span.ts'
@@ -28,7 +28,7 @@ let started: Tracing | undefined
 /**
  * The OpenTelemetry SDK, started once per process (it is the API's global provider: several apps in one process, as
  * in the tests, share it, with the first one's configuration). Loaded only by plugins/tracing.ts, and only when
- * OTEL_EXPORTER_OTLP_ENDPOINT is set, so that without it no SDK module is even imported.
+ * tracing is configured (`tracingConfigured`), so that otherwise no SDK module is even imported.
  */
 export function startTracing (config: Config): Tracing {
   started ??= start(config)
@@ -36,11 +36,10 @@ export function startTracing (config: Config): Tracing {
 }
 
 function start (config: Config): Tracing {
-  const endpoint = (config.OTEL_EXPORTER_OTLP_ENDPOINT ?? '').replace(/\/+$/, '')
   const provider = new TracerProvider({
     resource: resourceOf(config),
     sampler: samplerOf(config),
-    spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${endpoint}/v1/traces` }) })]
+    spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: tracesEndpoint(config) }) })]
   })
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
   propagation.setGlobalPropagator(new W3CTraceContextPropagator())

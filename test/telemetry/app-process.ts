@@ -1,5 +1,5 @@
-// Run by tracing-off.test.ts in a process of its own: which modules does an app load, and what does it do? Its only
-// OTEL_* variable is the endpoint of the environment it was started with, if any.
+// Run by tracing-off.test.ts in a process of its own: which modules does an app load, and what does it do? Its OTEL_*
+// variables are those of the environment it was started with, if any.
 import { registerHooks } from 'node:module'
 import { Writable } from 'node:stream'
 
@@ -21,8 +21,9 @@ const { startSimulator } = await import('../../dev/simulator.ts')
 const sim = await startSimulator()
 const lines: string[] = []
 const stream = new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(chunk.toString('utf8')); done() } })
+const otel = Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('OTEL_')))
 const config = loadConfig({
-  UPSTREAM_BASE_URL: sim.baseUrl, AUTH_URL: sim.authUrl, CLIENT_ID: sim.options.clientId, CLIENT_SECRET: sim.options.clientSecret, OTEL_EXPORTER_OTLP_ENDPOINT: process.env.OTEL_EXPORTER_OTLP_ENDPOINT
+  ...otel, UPSTREAM_BASE_URL: sim.baseUrl, AUTH_URL: sim.authUrl, CLIENT_ID: sim.options.clientId, CLIENT_SECRET: sim.options.clientSecret
 })
 // As server.ts builds its logger.
 // No shedding on event-loop delay: loading the tracing SDK on a busy test machine may stall the loop for a second.

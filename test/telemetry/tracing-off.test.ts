@@ -31,3 +31,17 @@ t.test('with a collector that cannot be reached, requests are served, the caller
   t.match(seen.tokenTraceparent, /^00-0af7651916cd43dd8448eb211c80319c-/)
   t.equal(seen.requestLinesInTrace, 2, 'each request\'s line names the caller\'s trace')
 })
+
+t.test('OTEL_SDK_DISABLED=true: no tracing module is loaded, whatever endpoint is set', async (t) => {
+  const seen = appProcess({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:9/v1/traces' })
+  t.equal(seen.status, 0, seen.stderr)
+  t.same(seen.loaded, [], 'no SDK, exporter, instrumentation or src/tracing/ module was even resolved')
+  t.equal(seen.upstreamTraceparent, null, 'the caller\'s traceparent is not passed on')
+})
+
+t.test('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT alone turns tracing on, as OTEL_EXPORTER_OTLP_ENDPOINT does', async (t) => {
+  const seen = appProcess({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:9/v1/traces' })
+  t.equal(seen.status, 0, seen.stderr)
+  t.ok((seen.loaded as string[]).some((url) => url.endsWith('/src/tracing/sdk.ts')), 'the SDK was loaded')
+  t.match(seen.upstreamTraceparent, /^00-0af7651916cd43dd8448eb211c80319c-[\da-f]{16}-01$/, 'the upstream got the caller\'s trace')
+})

@@ -1,6 +1,7 @@
 import { createServer, type AddressInfo } from 'node:net'
 import t from 'tap'
 import { ConfigSchema, loadConfig } from '../../../src/config.ts'
+import { tracesEndpoint } from '../../../src/telemetry/tracing.ts'
 import { REDIS_URL } from '../../helpers/redis.ts'
 import { run } from './run.ts'
 
@@ -71,6 +72,20 @@ t.test('CORS_ORIGINS: * or origins as browsers send them; unset or empty is *', 
   for (const origins of ['*', 'https://app.example', 'https://a.example, http://localhost:3000,', 'http://[::1]:8080', 'chrome-extension://abcdefgh', '*,https://app.example']) {
     t.equal(loadConfig({ ...required, CORS_ORIGINS: origins }).CORS_ORIGINS, origins, origins)
   }
+})
+
+t.test('OTEL_*: tracing runs with a collector unless OTEL_SDK_DISABLED=true, and spans go where the OTLP exporter would send them', async (t) => {
+  const traces = (env: Record<string, string>): string | undefined => tracesEndpoint(loadConfig({ ...required, ...env }))
+  t.equal(traces({}), undefined, 'no collector: off')
+  t.equal(traces({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' }), 'http://collector:4318/v1/traces', 'the endpoint, with the signal\'s path')
+  t.equal(traces({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/otlp/traces' }), 'http://collector:4318/otlp/traces', 'the traces endpoint, as it is')
+  t.equal(traces({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://b:4318/v1/traces' }), 'http://b:4318/v1/traces', 'the traces endpoint first')
+  for (const disabled of ['true', 'TRUE']) {
+    t.equal(traces({ OTEL_SDK_DISABLED: disabled, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://b:4318/v1/traces' }), undefined, `OTEL_SDK_DISABLED=${disabled}: off`)
+  }
+  t.equal(traces({ OTEL_SDK_DISABLED: 'false', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318' }), 'http://a:4318/v1/traces')
+  t.throws(() => loadConfig({ ...required, OTEL_SDK_DISABLED: 'yes' }), { message: /^OTEL_SDK_DISABLED must be true or false, got "yes"$/ })
+  t.throws(() => loadConfig({ ...required, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'collector:4318' }), { message: /^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an absolute http\(s\) URL/ })
 })
 
 t.test('HOST: an IP address or a host name, as node:net listens on it', async (t) => {
