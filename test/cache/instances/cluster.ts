@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { Cluster, Redis } from 'ioredis'
@@ -7,6 +8,24 @@ import { available, cacheStack, eventually, freeClusterPort, RedisServer, roundT
 import { ADD_COUNTS } from '../../../src/rate-limit/shared-rate-counts.ts'
 
 const run = promisify(execFile)
+
+/**
+ * Past this, a stall of the test's process (a loaded CI machine: coverage, three redis-servers, other files) may cost
+ * an owner its lock (renewed every third of its second) or mark Redis down (500 ms a command): each instance may then
+ * load alone, as docs/design.md allows. The strict promise is asserted below it.
+ */
+const STALL_MS = 300
+
+/** What `scenario` gives, and whether this process stood still long enough meanwhile (or Redis was marked down) to excuse a load each. */
+async function excusable<T> (apps: Array<{ redisLayer?: { health: { listen: (listener: (up: boolean) => void) => void } } }>, scenario: () => Promise<T>): Promise<{ value: T, excused: boolean }> {
+  let down = false
+  for (const app of apps) app.redisLayer?.health.listen((up) => { if (!up) down = true })
+  const stalls = monitorEventLoopDelay({ resolution: 10 })
+  stalls.enable()
+  const value = await scenario()
+  stalls.disable()
+  return { value, excused: down || stalls.max / 1e6 >= STALL_MS }
+}
 const ADMIN_TOKEN = 'cluster-admin-token'
 const skip = available('redis-cli') && available('redis-server')
   ? false
@@ -35,9 +54,11 @@ t.test('against a three-node Redis Cluster started by the test', { skip }, async
   await t.test('entries live on the shard of their username, and are served from there', async (t) => {
     const usernames = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank']
     for (const username of usernames) {
-      t.equal((await app.inject(`/profile/${username}`)).headers['x-cache'], 'MISS', username)
-      const hit = await second.inject(`/profile/${username}`)
-      t.equal(hit.headers['x-cache'], 'HIT', username)
+      const { value: hit, excused } = await excusable([app, second], async () => {
+        t.equal((await app.inject(`/profile/${username}`)).headers['x-cache'], 'MISS', username)
+        return await second.inject(`/profile/${username}`)
+      })
+      t.ok(hit.headers['x-cache'] === 'HIT' || (excused && hit.headers['x-cache'] === 'MISS'), `${username}: ${String(hit.headers['x-cache'])}${excused ? ' (the process stalled)' : ''}`)
       t.same(hit.json(), { user: profileOf(username) })
     }
     const cluster = app.redisLayer?.client as Cluster
@@ -55,20 +76,28 @@ t.test('against a three-node Redis Cluster started by the test', { skip }, async
   })
 
   await t.test('200 concurrent requests for a cold username on two instances: 1 upstream call', async (t) => {
-    const answers = await Promise.all(Array.from({ length: 200 }, async (_, i) => await (i % 2 === 0 ? app : second).inject('/profile/cluster-crowd')))
-    t.same(new Set(answers.map((res) => res.statusCode)), new Set([200]))
-    t.equal(sim.callsFor('profile', 'cluster-crowd'), 1)
+    const { excused } = await excusable([app, second], async () => {
+      const answers = await Promise.all(Array.from({ length: 200 }, async (_, i) => await (i % 2 === 0 ? app : second).inject('/profile/cluster-crowd')))
+      t.same(new Set(answers.map((res) => res.statusCode)), new Set([200]))
+    })
+    const calls = sim.callsFor('profile', 'cluster-crowd')
+    t.ok(calls === 1 || (excused && calls === 2), `${calls} upstream calls${excused ? ' (the process stalled: one an instance at most)' : ''}`)
   })
 
   await t.test('a purge reaches every instance and revalidates once', async (t) => {
-    await app.inject('/profile/grace')
-    t.equal((await second.inject('/profile/grace')).headers['x-cache'], 'HIT')
-    const purge = await app.inject({ method: 'POST', url: '/admin/purge/grace', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
-    t.same(purge.json(), { username: 'grace', stale: 1 })
-    await eventually(async () => (await second.inject('/profile/grace')).headers['x-cache'] === 'STALE', 'stale on the other instance')
-    for (const instance of [app, second]) {
-      await eventually(async () => (await instance.inject('/profile/grace')).headers['x-cache'] === 'HIT', 'revalidated')
-    }
-    t.equal(sim.callsFor('profile', 'grace'), 2)
+    const { value: cached, excused } = await excusable([app, second], async () => {
+      await app.inject('/profile/grace')
+      const held = (await second.inject('/profile/grace')).headers['x-cache']
+      const purge = await app.inject({ method: 'POST', url: '/admin/purge/grace', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+      t.same(purge.json(), { username: 'grace', stale: 1 })
+      await eventually(async () => (await second.inject('/profile/grace')).headers['x-cache'] === 'STALE', 'stale on the other instance')
+      for (const instance of [app, second]) {
+        await eventually(async () => (await instance.inject('/profile/grace')).headers['x-cache'] === 'HIT', 'revalidated')
+      }
+      return held
+    })
+    t.ok(cached === 'HIT' || excused, `before the purge, the other instance: ${String(cached)}`)
+    const calls = sim.callsFor('profile', 'grace')
+    t.ok(calls === 2 || (excused && calls <= 4), `${calls} upstream calls${excused ? ' (the process stalled: a load and a revalidation an instance at most)' : ''}`)
   })
 })
