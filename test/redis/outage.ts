@@ -2,7 +2,7 @@ import { setImmediate as turn } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import t from 'tap'
 import { profileOf } from '../../dev/profiles.ts'
-import { cacheStack, capturedLogger, eventually, gate, RedisServer, stack, untilRedisReady } from '../helper.ts'
+import { cacheStack, capturedLogger, eventually, gate, metric, parseMetrics, RedisServer, stack, untilRedisReady } from '../helper.ts'
 
 const ADMIN_TOKEN = 'outage-admin-token'
 const USERNAMES = ['alice', 'bob', ...Array.from({ length: 7 }, (_, i) => `member-${i}`)]
@@ -129,6 +129,9 @@ for (const purger of ['another instance', 'the loading instance'] as const) {
       await eventually(() => upstream.held() === 1, 'the load reached the upstream')
       const purge = await purging.inject({ method: 'POST', url: '/admin/purge/race', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
       t.equal(purge.statusCode, 200)
+      // The case is a purge the loader heard of: one whose event Redis lost too, in the crash, no instance can know.
+      const heard = async (): Promise<number> => metric(parseMetrics((await loader.inject('/metrics')).body), 'pbff_purge_propagation_seconds_count') ?? 0
+      if (purging === other) await eventually(async () => await heard() >= 1, 'the loader heard the purge')
       if (loss === 'Redis restarted empty') {
         await redis.stop()
         await eventually(() => loader.redisLayer?.health.up === false && other.redisLayer?.health.up === false, 'Redis seen down')
