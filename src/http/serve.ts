@@ -110,19 +110,19 @@ export function sendRepresentation (reply: FastifyReply, representation: Represe
   sendCoded(reply, representation, made, coding)
 }
 
-/** The body in `coding` when it was made (a failed compression sends it as it is), else as it is. */
+/** The body in `coding` when its encodings were made (a failed compression sends it as it is), else as it is. */
 function sendCoded (reply: FastifyReply, { body, etag }: Representation, encoded?: Encodings, coding?: Coding): void {
-  const sent = encoded === undefined ? undefined : coding
-  const tag = sent === undefined ? etag : codedEtag(etag, sent)
+  const sent = encoded === undefined || coding === undefined ? undefined : { coding, bytes: encoded[coding] }
   // Decided here, after the lookup, against the version served now (not by a tag store that outlives a purge).
+  const tag = sent === undefined ? etag : codedEtag(etag, sent.coding)
   reply.header('etag', tag)
   if (matchesEtag(reply.request.headers['if-none-match'], tag)) {
     reply.code(304).send()
-  } else if (encoded === undefined || sent === undefined) {
+  } else if (sent === undefined) {
     // Already JSON: sent as it is, without a second serialization.
     reply.type('application/json; charset=utf-8').send(body)
   } else {
-    reply.type('application/json; charset=utf-8').header('content-encoding', sent).send(encoded[sent])
+    reply.type('application/json; charset=utf-8').header('content-encoding', sent.coding).send(sent.bytes)
   }
 }
 
