@@ -57,7 +57,7 @@ export const ConfigSchema = Type.Object({
   UPSTREAM_MAX_CONCURRENCY: Type.Integer({ minimum: 1, default: 32, description: 'upstream requests in flight per instance' }),
   UPSTREAM_MAX_RPS: Type.Integer({ minimum: 0, default: 0, description: 'the deployment\'s calls per second to the upstream\'s data routes, shared by every instance on one Redis (0: unlimited)' }),
   UPSTREAM_BURST: Type.Optional(Type.Integer({ minimum: 1, description: 'calls above `UPSTREAM_MAX_RPS` allowed in a burst (default: `UPSTREAM_MAX_RPS`, one second of the rate)' })),
-  UPSTREAM_EXPECTED_INSTANCES: Type.Integer({ minimum: 1, default: 1, description: 'while Redis is down (or before it was ever seen), each instance enforces `UPSTREAM_MAX_RPS` / the larger of this and the last live count it saw: the fleet\'s largest size' }),
+  UPSTREAM_EXPECTED_INSTANCES: Type.Integer({ minimum: 1, default: 1, description: 'while Redis is down (or before it was ever seen), each instance enforces `UPSTREAM_MAX_RPS` / the larger of this and the largest live count Redis answered in the last 3 s: the fleet\'s largest size' }),
   RATE_LIMIT_PER_MINUTE: Type.Integer({ minimum: 0, default: 600, description: 'per client address; `0` turns it off' }),
   CORS_ORIGINS: Type.String({ format: 'origins', default: '*', description: 'comma-separated allowed origins (`*`: any), each as browsers send it: `scheme://host[:port]`' }),
   TRUST_PROXY: Type.Boolean({ default: false, description: 'honour `X-Forwarded-For`' }),

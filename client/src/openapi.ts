@@ -577,7 +577,7 @@ export interface operations {
                         tokenReason?: string;
                         /** @description only with UPSTREAM_MAX_RPS set: the upstream calls per second allowed now (halved after an upstream 429, then recovering), the fleet's, or this instance's share while Redis is away */
                         upstreamBudgetRps?: number;
-                        /** @description only with UPSTREAM_MAX_RPS set: the instances the budget is shared by, the live count while Redis is up; while it is away, the larger of the last one seen and UPSTREAM_EXPECTED_INSTANCES */
+                        /** @description only with UPSTREAM_MAX_RPS set: the instances the budget is shared by, the live count while Redis is up; while it is away, the larger of the largest count Redis answered in the last 3 s and UPSTREAM_EXPECTED_INSTANCES */
                         fleetInstances?: number;
                     };
                 };
@@ -711,7 +711,7 @@ export interface operations {
                         tokenReason?: string;
                         /** @description only with UPSTREAM_MAX_RPS set: the upstream calls per second allowed now (halved after an upstream 429, then recovering), the fleet's, or this instance's share while Redis is away */
                         upstreamBudgetRps?: number;
-                        /** @description only with UPSTREAM_MAX_RPS set: the instances the budget is shared by, the live count while Redis is up; while it is away, the larger of the last one seen and UPSTREAM_EXPECTED_INSTANCES */
+                        /** @description only with UPSTREAM_MAX_RPS set: the instances the budget is shared by, the live count while Redis is up; while it is away, the larger of the largest count Redis answered in the last 3 s and UPSTREAM_EXPECTED_INSTANCES */
                         fleetInstances?: number;
                     };
                 };

@@ -25,7 +25,7 @@ export const ReadinessBody = Type.Object({
   })),
   fleetInstances: Type.Optional(Type.Integer({
     description: 'only with UPSTREAM_MAX_RPS set: the instances the budget is shared by, the live count while Redis is up; ' +
-      'while it is away, the larger of the last one seen and UPSTREAM_EXPECTED_INSTANCES'
+      'while it is away, the larger of the largest count Redis answered in the last 3 s and UPSTREAM_EXPECTED_INSTANCES'
   }))
 }, {
   examples: [

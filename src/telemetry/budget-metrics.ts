@@ -33,7 +33,7 @@ export function budgetMetrics (registry: Registry): BudgetTelemetry {
   })
   const instances = new Gauge({
     name: `${PREFIX}fleet_instances`,
-    help: 'The instances the budget is shared by: the live count while Redis is up, else the larger of the last seen and UPSTREAM_EXPECTED_INSTANCES',
+    help: 'The instances the budget is shared by: the live count while Redis is up, else the larger of the largest count Redis answered in the last 3 s and UPSTREAM_EXPECTED_INSTANCES',
     registers
   })
   // Series an operator alerts on exist from the start, at zero.
