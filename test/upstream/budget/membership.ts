@@ -59,7 +59,7 @@ t.test('the live count follows instances joining, leaving, and going silent for 
   await b.close()
 })
 
-t.test('the share follows the live count; while Redis is down, the larger of the last count seen and the expected', async (t) => {
+t.test('the share follows the live count; while Redis is down, the larger of the largest recent count and the expected', async (t) => {
   const { redis, prefix } = testRedis(t)
   const clock = new Clock()
   const timers = new Timers(clock)
