@@ -739,7 +739,7 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
-                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    /** @description how the cache answered (a batch: its least fresh member, `MISS` when a member's load failed) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
@@ -797,7 +797,7 @@ export interface operations {
             /** @description Not Modified: the caller's If-None-Match is current */
             304: {
                 headers: {
-                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    /** @description how the cache answered (a batch: its least fresh member, `MISS` when a member's load failed) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
@@ -855,7 +855,7 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    /** @description how the cache answered (a batch: its least fresh member, `MISS` when a member's load failed) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
@@ -966,6 +966,10 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -999,6 +1003,10 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1026,6 +1034,10 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description seconds to wait before asking again (on every 503) */
                     "retry-after": number;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1051,6 +1063,10 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1100,7 +1116,7 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
-                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    /** @description how the cache answered (a batch: its least fresh member, `MISS` when a member's load failed) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
@@ -1138,7 +1154,7 @@ export interface operations {
             /** @description Not Modified: the caller's If-None-Match is current */
             304: {
                 headers: {
-                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    /** @description how the cache answered (a batch: its least fresh member, `MISS` when a member's load failed) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
@@ -1196,7 +1212,7 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    /** @description how the cache answered (a batch: its least fresh member, `MISS` when a member's load failed) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
@@ -1307,6 +1323,10 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1340,6 +1360,10 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1367,6 +1391,10 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description seconds to wait before asking again (on every 503) */
                     "retry-after": number;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1392,6 +1420,10 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1444,7 +1476,7 @@ export interface operations {
             /** @description exactly one key: the field asked for */
             200: {
                 headers: {
-                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    /** @description how the cache answered (a batch: its least fresh member, `MISS` when a member's load failed) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
@@ -1491,7 +1523,7 @@ export interface operations {
             /** @description Not Modified: the caller's If-None-Match is current */
             304: {
                 headers: {
-                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    /** @description how the cache answered (a batch: its least fresh member, `MISS` when a member's load failed) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
@@ -1549,7 +1581,7 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
-                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    /** @description how the cache answered (a batch: its least fresh member, `MISS` when a member's load failed) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
@@ -1660,6 +1692,10 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1693,6 +1729,10 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1720,6 +1760,10 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description seconds to wait before asking again (on every 503) */
                     "retry-after": number;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1745,6 +1789,10 @@ export interface operations {
                     "cache-control"?: string;
                     /** @description this request's id, to quote when asking about it (the caller's own, when it sent a plausible one) */
                     "x-request-id"?: string;
+                    /** @description `MISS` when a load ended with this error: the cache had nothing to serve */
+                    "x-cache"?: "MISS";
+                    /** @description `cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited */
+                    "server-timing"?: string;
                     /** @description requests (a batch: usernames) allowed per client address per minute */
                     "x-ratelimit-limit"?: number;
                     /** @description what is left of that budget in this minute */
@@ -1805,7 +1853,7 @@ export interface operations {
             /** @description Every username named appears under exactly one of `profiles` or `errors`. */
             200: {
                 headers: {
-                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    /** @description how the cache answered (a batch: its least fresh member, `MISS` when a member's load failed) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;
@@ -1898,7 +1946,7 @@ export interface operations {
             /** @description Not Modified: the caller's If-None-Match is current */
             304: {
                 headers: {
-                    /** @description how the cache answered (a batch: its least fresh entry) */
+                    /** @description how the cache answered (a batch: its least fresh member, `MISS` when a member's load failed) */
                     "x-cache"?: "HIT" | "MISS" | "STALE" | "BYPASS";
                     /** @description seconds since the entry was loaded from the upstream (absent on MISS) */
                     age?: number;

@@ -12,7 +12,7 @@ import { PROFILE_NOT_FOUND, withMaxAge } from '../errors.ts'
  * already holds the version served now, else `representation` of the entry (the entry itself by
  * default), compressed when the caller accepts it. A negative entry becomes PROFILE_NOT_FOUND,
  * cacheable for what is left of its freshness. An answer the cache had at once is sent at once (a
- * promise only while a large body's encodings are first made); a promised one is timed for Server-Timing.
+ * promise only while a large body's encodings are first made); a promised one is timed for Server-Timing, failed or not.
  */
 export function serve (
   reply: FastifyReply,
@@ -22,7 +22,18 @@ export function serve (
 ): Promise<void> | undefined {
   if (!(answer instanceof Promise)) return send(reply, answer, encodings, representation)
   const started = performance.now()
-  return answer.then((served) => send(reply, served, encodings, representation, performance.now() - started))
+  return answer.then(
+    (served) => send(reply, served, encodings, representation, performance.now() - started),
+    (error: unknown) => {
+      setFailedLoadHeaders(reply, performance.now() - started)
+      throw error
+    })
+}
+
+/** An answer with a failed load in it: the cache had nothing to serve there (a miss, so no Age), after this long waiting. */
+export function setFailedLoadHeaders (reply: FastifyReply, upstreamMs: number): void {
+  reply.header('x-cache', 'MISS').removeHeader('age')
+  reply.header('server-timing', `cache;desc=MISS, upstream;dur=${upstreamMs.toFixed(1)}`)
 }
 
 function send (

@@ -14,7 +14,7 @@ import { PROFILE_FIELDS, QUERY_VALUES } from '../schemas/profile.ts'
 import { batchBody } from './batch-body.ts'
 import { hasWellFormedEscapes } from '../http/caller-input.ts'
 import { callerSignal, callerWentAway } from '../http/caller-signal.ts'
-import { sendRepresentation, setCachingHeaders } from '../http/serve.ts'
+import { sendRepresentation, setCachingHeaders, setFailedLoadHeaders } from '../http/serve.ts'
 import { timed } from '../http/timed.ts'
 import { validationErrors } from '../http/validation-errors.ts'
 
@@ -61,6 +61,7 @@ const batchRoutes: FastifyPluginAsyncTypebox<BatchRoutesOptions> = async (app, {
     const valid = usernames.filter(isUsername)
     const { value: results, ms } = await timed(async () => await lookups.profiles(valid, app.config.UPSTREAM_MAX_CONCURRENCY, callerSignal(request), reply))
     const served = new Map<string, Served | ErrorResponse>()
+    let failed = false
     valid.forEach((username, i) => {
       const result = results[i] as PromiseSettledResult<Served>
       if (result.status === 'fulfilled') return served.set(username, result.value)
@@ -69,9 +70,12 @@ const batchRoutes: FastifyPluginAsyncTypebox<BatchRoutesOptions> = async (app, {
       const body = errorResponse(result.reason as Error)
       if (body.code === 'INTERNAL_ERROR') request.log.error({ err: result.reason }, 'batch member failed')
       served.set(username, body)
+      failed = true
     })
     const { body, entries, cacheable } = batchBody(usernames, served, fields, (entry) => lookups.userOf(entry))
     if (entries.length > 0) setCachingHeaders(reply, entries, ms)
+    // A member the cache could not serve makes the batch a miss, as its least fresh member.
+    if (failed) setFailedLoadHeaders(reply, ms)
     if (!cacheable || entries.length === 0) reply.header('cache-control', 'no-store')
     return await sendRepresentation(reply, { body, etag: `"${createHash('sha1').update(body).digest('base64url')}"` }, encodings)
   })

@@ -37,6 +37,7 @@ function errorResponses (headers: ErrorHeaderOptions, ...errors: CodedError[]): 
 }
 
 const counted: ErrorHeaderOptions = { rateLimited: true }
+const lookup: ErrorHeaderOptions = { rateLimited: true, loads: true }
 const uncounted: ErrorHeaderOptions = { rateLimited: false }
 
 /** A path parameter that is not valid percent-encoding: Fastify's own error, under a code named after its status. */
@@ -89,10 +90,10 @@ const lookupErrors = [...memberErrors, new errors.RATE_LIMITED(42), shed]
 const invalidField = new errors.INVALID_FIELD('query', QUERY_VALUES.join(', '))
 
 /** The errors of `/profile/:username` and `/profile/:username/timeline`. */
-export const lookupErrorResponses = errorResponses(counted, new errors.INVALID_USERNAME(), malformedUrl, ...lookupErrors, ...edgeErrors)
+export const lookupErrorResponses = errorResponses(lookup, new errors.INVALID_USERNAME(), malformedUrl, ...lookupErrors, ...edgeErrors)
 
 /** The errors of `/user/:username?query=`: a bad field besides. */
-export const fieldErrorResponses = errorResponses(counted, new errors.INVALID_USERNAME(), invalidField, malformedUrl, ...lookupErrors, ...edgeErrors)
+export const fieldErrorResponses = errorResponses(lookup, new errors.INVALID_USERNAME(), invalidField, malformedUrl, ...lookupErrors, ...edgeErrors)
 
 /** The errors of the batch as a whole: a bad batch or field list, or protection (members' own go in the body). */
 export const batchErrorResponses = errorResponses(counted,

@@ -50,9 +50,15 @@ export const ALLOW_HEADER: HeaderDocs = {
 
 /** How the cache answered: on every answer made from a cache entry, a negative one's 404 included. */
 const CACHE_STATE_HEADERS: HeaderDocs = {
-  'x-cache': { type: 'string', enum: ['HIT', 'MISS', 'STALE', 'BYPASS'], description: 'how the cache answered (a batch: its least fresh entry)' },
+  'x-cache': { type: 'string', enum: ['HIT', 'MISS', 'STALE', 'BYPASS'], description: 'how the cache answered (a batch: its least fresh member, `MISS` when a member\'s load failed)' },
   age: { type: 'integer', description: 'seconds since the entry was loaded from the upstream (absent on MISS)' },
   'server-timing': { type: 'string', description: '`cache;desc=<X-Cache>`, and `upstream;dur=<ms>` when the answer waited for the upstream' }
+}
+
+/** On an error a lookup's load ended with (a 5xx after the cache had nothing to serve). */
+const FAILED_LOAD_HEADERS: HeaderDocs = {
+  'x-cache': { type: 'string', enum: ['MISS'], description: '`MISS` when a load ended with this error: the cache had nothing to serve' },
+  'server-timing': { type: 'string', description: '`cache;desc=MISS, upstream;dur=<ms>` when a load ended with this error: how long it waited' }
 }
 
 /** Headers of a body that may be sent compressed (1,400 bytes or more). */
@@ -74,13 +80,14 @@ export const CACHED_HEADERS: HeaderDocs = {
   ...RATE_LIMIT_HEADERS
 }
 
-/** Who sees which headers on an error: counted routes add the rate limit's. */
+/** Who sees which headers on an error: counted routes add the rate limit's, a lookup's the cache state of a failed load. */
 export interface ErrorHeaderOptions {
   rateLimited: boolean
+  loads?: boolean
 }
 
 /** Headers of an error answer with this status. */
-export function errorHeaders (status: number, { rateLimited }: ErrorHeaderOptions): HeaderDocs {
+export function errorHeaders (status: number, { rateLimited, loads = false }: ErrorHeaderOptions): HeaderDocs {
   return {
     'cache-control': { type: 'string', description: '`no-store`, except 404: `public, max-age=<seconds>`' },
     ...REQUEST_ID_HEADER,
@@ -88,6 +95,7 @@ export function errorHeaders (status: number, { rateLimited }: ErrorHeaderOption
     ...(status === 401 ? WWW_AUTHENTICATE_HEADER : {}),
     // Only the data routes answer 404 (a negative cache entry); any other path's is the document's NotFound.
     ...(status === 404 ? CACHE_STATE_HEADERS : {}),
+    ...(loads && status >= 500 ? FAILED_LOAD_HEADERS : {}),
     ...(rateLimited ? RATE_LIMIT_HEADERS : {})
   }
 }

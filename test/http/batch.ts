@@ -72,7 +72,9 @@ t.test('mixed results: every username under exactly one of profiles or errors', 
   t.same(body.errors['a\u0001b'], invalid)
   t.same(body.errors['x'.repeat(129)], invalid)
   t.equal(res.headers['cache-control'], 'no-store', 'an answer holding an upstream failure is not kept')
-  t.equal(res.headers['x-cache'], 'STALE')
+  t.equal(res.headers['x-cache'], 'MISS', 'a member the cache could not serve: the batch is a miss, as its least fresh member')
+  t.match(res.headers['server-timing'], /^cache;desc=MISS, upstream;dur=\d+\.\d$/)
+  t.equal(res.headers.age, undefined, 'no Age on a MISS')
 
   sim.failAlways(undefined)
   const later = await app.inject(batchUrl(['alice', 'ghost-7', 'a\u0001b']))
@@ -173,6 +175,19 @@ t.test('a batch with an entry loaded for it answers MISS without Age, as a singl
   const cached = await app.inject(batchUrl(['bob', 'cold-1']))
   t.equal(cached.headers['x-cache'], 'HIT')
   t.equal(cached.headers.age, '88')
+})
+
+t.test('a batch with a member whose load failed answers MISS without Age, with the time it waited, though the others were hits', async (t) => {
+  const { app, sim } = await cacheStack(t, { sim: { latencyMs: 50 } })
+  await app.inject('/profile/bob')
+  sim.failAlways({ kind: 'status', status: 500 })
+  const res = await app.inject(batchUrl(['bob', 'fails-1']))
+  t.same(Object.keys(res.json().profiles), ['bob'])
+  t.equal(res.json().errors['fails-1'].code, 'UPSTREAM_ERROR')
+  t.equal(res.headers['x-cache'], 'MISS')
+  t.equal(res.headers.age, undefined)
+  const [, dur] = /^cache;desc=MISS, upstream;dur=(\d+\.\d)$/.exec(String(res.headers['server-timing'])) ?? []
+  t.ok(Number(dur) >= 50, `the upstream's share (${dur} ms) includes its latency`)
 })
 
 t.test('ETag and 304; Cache-Control takes the least fresh entry', async (t) => {

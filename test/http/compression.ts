@@ -142,3 +142,16 @@ t.test('Server-Timing says how the answer was made, and browsers may read it', a
   const notModified = await app.inject({ url: '/profile/timed', headers: { 'if-none-match': String(miss.headers.etag) } })
   t.equal(notModified.headers['server-timing'], 'cache;desc=HIT')
 })
+
+t.test('an error after a load says MISS, and how long it waited for the upstream', async (t) => {
+  const { app, sim } = await cacheStack(t, { sim: { latencyMs: 50 } })
+  sim.failAlways({ kind: 'status', status: 500 })
+  for (const url of ['/profile/fails', '/profile/fails/timeline', '/user/fails?query=name']) {
+    const failed = await app.inject(url)
+    t.equal(failed.statusCode, 502, url)
+    t.equal(failed.headers['x-cache'], 'MISS', `${url}: nothing cached to serve`)
+    const [, dur] = /^cache;desc=MISS, upstream;dur=(\d+\.\d)$/.exec(String(failed.headers['server-timing'])) ?? []
+    t.ok(Number(dur) >= 50, `${url}: the upstream's share (${dur} ms) includes its latency`)
+    t.equal(failed.headers['cache-control'], 'no-store')
+  }
+})
