@@ -58,6 +58,7 @@ async function upstream (app: FastifyInstance, { now = steadyNow, socketPath }: 
         redis: redisLayer.client,
         health: redisLayer.health,
         lock: redisLayer.lock,
+        bus: redisLayer.bus,
         cipher: new TokenCipher(config.CLIENT_SECRET),
         keyPrefix: prefix,
         log: tokenLog

@@ -6,6 +6,8 @@ const EXTEND = `local left = redis.call('pttl', KEYS[1])
 if left < tonumber(ARGV[1]) then redis.call('set', KEYS[1], '1', 'PX', ARGV[1]) end
 return 1`
 
+const END = "return redis.call('del', KEYS[1])"
+
 export interface SharedWindowOptions {
   redis: Pick<RedisCommands, 'eval' | 'pttl'>
   health: Pick<RedisHealth, 'run'>
@@ -39,6 +41,16 @@ export class SharedWindow {
     const { redis, health, key } = this.#options
     try {
       await health.run(async () => await redis.eval(EXTEND, 1, key, Math.ceil(ms)))
+    } catch (error) {
+      this.#options.onError(error)
+    }
+  }
+
+  /** Ends the window at once, whatever remains of it: what it stood for is over (a failing provider answered). */
+  async end (): Promise<void> {
+    const { redis, health, key } = this.#options
+    try {
+      await health.run(async () => await redis.eval(END, 1, key))
     } catch (error) {
       this.#options.onError(error)
     }

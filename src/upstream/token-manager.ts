@@ -41,6 +41,7 @@ type Exchange = Omit<Renewal, 'promise'>
  * wait for the exchange under way: the store's steps (Redis's bound each), the provider's answer (EXCHANGE_DEADLINE_MS
  * at most). Once one failed (or passed that deadline: it runs on until the retry is due, its answer taken), they are
  * refused at once during the back-off and while a retry runs (its starter waits); the token store's failure window (`…:failing`) shares both.
+ * A token another instance stored ends them here too, once the bus tells of it (TokenSharing reads it once).
  */
 export class TokenManager {
   readonly #endpoint: TokenManagerOptions['endpoint']
@@ -78,7 +79,8 @@ export class TokenManager {
         now: this.#now,
         schedule: this.#schedule,
         held: () => this.#usable(this.#current) ? this.#current : undefined,
-        rejected: () => this.#rejected
+        rejected: () => this.#rejected,
+        adopt: (token) => { this.#adopt(token) }
       })
   }
 
@@ -110,11 +112,12 @@ export class TokenManager {
   }
 
   /** Whether `refusesNow` would refuse, settling nothing (an exchange past its deadline counts as a retry running). */
-  get refusing (): boolean { return !this.#usable(this.#current) && this.#failures.refuses(this.#renewal !== undefined) }
+  get refusing (): boolean { return !this.#usable(this.#current) && this.#sharing?.adopting === undefined && this.#failures.refuses(this.#renewal !== undefined) }
 
   /** A caller's refusal known at once: no usable token, the provider failing (back-off, retry under way); else undefined. */
   refusesNow (): Error | undefined {
-    if (this.#usable(this.#current)) return undefined
+    // Another instance's token is being read: the caller waits for it (getToken), one Redis step at most.
+    if (this.#usable(this.#current) || this.#sharing?.adopting !== undefined) return undefined
     this.#settleOverdue()
     return this.#failures.refusal(this.#renewal !== undefined)
   }
@@ -128,6 +131,14 @@ export class TokenManager {
   }
 
   #usable (token: AccessToken | undefined): token is AccessToken { return token !== undefined && this.#now() < usableUntil(token) }
+
+  /** A usable token is had again: whatever back-off this instance kept (its own or the store's window) is over. */
+  #adopt (token: AccessToken): void {
+    const current = this.#current
+    if (current !== undefined && this.#usable(current) && this.#now() < renewalDue(current)) return
+    this.#current = token
+    this.#failures.clear()
+  }
 
   #renewInBackground (): void {
     this.#settleOverdue()
@@ -144,6 +155,11 @@ export class TokenManager {
   }
 
   async #renew (): Promise<AccessToken> {
+    const adopting = this.#sharing?.adopting
+    if (adopting !== undefined && await adopting !== undefined && this.#usable(this.#current)) {
+      currentSpan().setAttribute('pbff.token', 'adopted')
+      return this.#current
+    }
     // After a failure only the caller that started the retry waits for it.
     const refused = this.refusesNow()
     if (refused !== undefined) throw refused

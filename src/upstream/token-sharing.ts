@@ -27,6 +27,8 @@ export interface TokenSharingOptions {
   held: () => AccessToken | undefined
   /** The last token the upstream refused: never adopted again. */
   rejected: () => string | undefined
+  /** Another instance's token, read after the bus told of it: this instance's from now on. */
+  adopt: (token: AccessToken) => void
 }
 
 /**
@@ -39,14 +41,18 @@ export interface TokenSharingOptions {
 export class TokenSharing {
   readonly #options: TokenSharingOptions
   #putOffUntil = -Infinity
+  #adopting: Promise<AccessToken | undefined> | undefined
 
   constructor (options: TokenSharingOptions) {
     this.#options = options
     // Only a token another instance would adopt is worth a command.
-    options.store.handBack(() => {
-      const held = options.held()
-      return held !== undefined && options.now() < renewalDue(held) ? held : undefined
-    })
+    options.store.handBack(() => this.#fresh())
+    options.store.onStored(() => { this.#readStored() })
+  }
+
+  /** The read of a token another instance stored, while it runs: callers wait for it rather than be refused by a back-off it ends. */
+  get adopting (): Promise<AccessToken | undefined> | undefined {
+    return this.#adopting
   }
 
   /** A renewal put off for want of the lock is not tried again before this: Redis is asked every WAITER_LOOK_AGAIN_MS at most, not by every caller. */
@@ -106,10 +112,36 @@ export class TokenSharing {
 
   /** A shared token worth adopting; throws during a failure window another instance opened. Both in one round trip. */
   async #fromStore (): Promise<AccessToken | undefined> {
-    const { store, now, rejected, failures } = this.#options
+    const { store, failures } = this.#options
     const [shared, failingMs] = await Promise.all([store.read(), store.failingForMs()])
-    if (shared !== undefined && shared.value !== rejected() && now() < renewalDue(shared)) return shared
+    if (this.#worthAdopting(shared)) return shared
     if (failingMs > 0) throw failures.adopt(failingMs)
     return undefined
+  }
+
+  /**
+   * Another instance stored a token: one read (never two at once), unless this instance holds one it need not renew, so
+   * that its callers are served with it rather than refused by a back-off taken from the failure window until it ends.
+   */
+  #readStored (): void {
+    if (this.#adopting !== undefined || this.#fresh() !== undefined) return
+    const reading = this.#options.store.read().then((shared) => {
+      if (!this.#worthAdopting(shared)) return undefined
+      this.#options.adopt(shared)
+      return shared
+    }, () => undefined).finally(() => { if (this.#adopting === reading) this.#adopting = undefined })
+    this.#adopting = reading
+  }
+
+  #worthAdopting (shared: AccessToken | undefined): shared is AccessToken {
+    const { now, rejected } = this.#options
+    return shared !== undefined && shared.value !== rejected() && now() < renewalDue(shared)
+  }
+
+  /** The token held, while it need not be renewed. */
+  #fresh (): AccessToken | undefined {
+    const { held, now } = this.#options
+    const token = held()
+    return token !== undefined && now() < renewalDue(token) ? token : undefined
   }
 }

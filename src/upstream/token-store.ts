@@ -1,3 +1,4 @@
+import type { RedisBus } from '../redis/bus.ts'
 import type { RedisCommands } from '../redis/commands.ts'
 import type { RedisHealth } from '../redis/health.ts'
 import type { Claim, OwnerLock } from '../redis/owner-lock.ts'
@@ -21,13 +22,17 @@ export interface TokenStore {
   claim: () => Promise<Claim | undefined>
   failingForMs: () => Promise<number>
   markFailing: (ms: number) => Promise<void>
+  /** `listener` runs each time another instance stored a token, or when such news may have been missed (the bus back). */
+  onStored: (listener: () => void) => void
 }
 
 export interface RedisTokenStoreOptions {
-  redis: Pick<RedisCommands, 'eval' | 'set' | 'pttl'>
+  redis: Pick<RedisCommands, 'eval' | 'pttl'>
   health: Pick<RedisHealth, 'run' | 'listen'>
   /** The exchange's lock; its release wakes the other instances through the bus. */
   lock: Pick<OwnerLock, 'claim'>
+  /** Where a stored token is told to the other instances (absent: they learn of it when they next read the store). */
+  bus?: Pick<RedisBus, 'channel' | 'message' | 'listen' | 'listenReady'>
   cipher: TokenCipher
   keyPrefix: string
   log: UpstreamLog
@@ -36,6 +41,13 @@ export interface RedisTokenStoreOptions {
 
 /** The sealed value and what remains of its life, in one round trip (Redis's clock, not ours). */
 const READ = "return { redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1]) }"
+
+/** Stores the sealed token (NX: only if none is there) and, when stored, tells the other instances (ARGV[4], a channel) in the same step. */
+const WRITE = `local stored
+if ARGV[3] == 'NX' then stored = redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX')
+else stored = redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+if stored and ARGV[4] ~= '' then redis.call('publish', ARGV[4], ARGV[5]) end
+return stored and 1 or 0`
 
 /**
  * The token store on Redis. Every failure of Redis fails open, and while Redis is down at once (no
@@ -46,6 +58,7 @@ export class RedisTokenStore implements TokenStore {
   readonly #redis: RedisTokenStoreOptions['redis']
   readonly #health: RedisTokenStoreOptions['health']
   readonly #lock: RedisTokenStoreOptions['lock']
+  readonly #bus: RedisTokenStoreOptions['bus']
   readonly #cipher: TokenCipher
   readonly #tokenKey: string
   readonly #failing: SharedWindow
@@ -56,6 +69,7 @@ export class RedisTokenStore implements TokenStore {
     this.#redis = options.redis
     this.#health = options.health
     this.#lock = options.lock
+    this.#bus = options.bus
     this.#cipher = options.cipher
     this.#tokenKey = sharedTokenKey(options.keyPrefix, options.cipher)
     const key = `${this.#tokenKey}:failing`
@@ -90,14 +104,26 @@ export class RedisTokenStore implements TokenStore {
     const leftMs = Math.floor(token.expiresAt - this.#now())
     if (leftMs <= 0) return
     const plain = JSON.stringify({ value: token.value, lifetimeMs: token.expiresAt - token.issuedAt })
+    const bus = this.#bus
+    // The event names the key, never the token: the others read it from the store.
+    const told = bus === undefined ? ['', ''] : [bus.channel, bus.message({ type: 'filled', key: this.#tokenKey, etag: 'token' })]
     try {
       const sealed = this.#cipher.seal(plain, this.#tokenKey)
-      await this.#health.run(async () => await (onlyIfAbsent
-        ? this.#redis.set(this.#tokenKey, sealed, 'PX', leftMs, 'NX')
-        : this.#redis.set(this.#tokenKey, sealed, 'PX', leftMs)))
+      const write = this.#health.run(async () => await this.#redis.eval(WRITE, 1, this.#tokenKey, sealed, leftMs, onlyIfAbsent ? 'NX' : '', ...told))
+      // An exchange's token ends the failure window for every instance; sent with the write (one round trip), not in its
+      // script: the two keys are on different slots of a Cluster. A token handed back was minted before any such window.
+      await Promise.all([write, onlyIfAbsent ? undefined : this.#failing.end()])
     } catch (err) {
       this.#log.debug({ err }, 'shared token not written')
     }
+  }
+
+  onStored (listener: () => void): void {
+    const bus = this.#bus
+    if (bus === undefined) return
+    bus.listen((event) => { if (event.type === 'filled' && event.key === this.#tokenKey) listener() })
+    // A token stored while the bus was away went untold: worth one look once events reach this instance again.
+    bus.listenReady(listener)
   }
 
   /**

@@ -40,6 +40,7 @@ class SlowRedis {
       read: async () => await this.#answer(() => this.token),
       write: async (token) => { await this.#answer(() => { this.token = token }) },
       handBack: () => {}, // never away, never emptied
+      onStored: () => {}, // no bus: a token is found by reading the store
       failingForMs: async () => await this.#answer(() => Math.max(0, this.failingUntil - this.#clock.now())),
       markFailing: async (ms) => {
         this.marks.push({ at: this.#clock.now(), ms })
