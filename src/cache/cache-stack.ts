@@ -9,10 +9,11 @@ import { inSpan, linkTo } from '../telemetry/tracing.ts'
 import { isFresh, isServable, type CacheEntry } from './cache-entry.ts'
 import type { CacheDriver, Tier } from './driver.ts'
 import { Flights, type FlightCause, type StartLoad } from './flights.ts'
-import { Loader } from './loader.ts'
+import { Loader, type LoadHold } from './loader.ts'
 import { MemoryDriver, type MemoryDriverOptions } from './memory-driver.ts'
 import { NearCopies } from './near-copies.ts'
 import { RefreshAhead } from './refresh-ahead.ts'
+import { HeldBack, holdsAfter, RevalidationHolds, sharedHolds } from './revalidation-holds.ts'
 import { SharedTier, type TierBus } from './shared-tier.ts'
 
 export interface Served {
@@ -55,6 +56,8 @@ export interface CacheStackOptions {
   /** How long an entry of this kind is configured fresh, before jitter: refresh-ahead waits for nine tenths of it. */
   freshMs: (resource: Resource, status: CacheEntry['status']) => number
   telemetry: Pick<Telemetry, 'cacheResult' | 'coalescedWaiter'>
+  /** Whether a failed background load holds its key's next ones back for a freshness (default: every failure but a cancellation). */
+  holdsBack?: (error: unknown) => boolean
   /** Failures without a caller to tell: a revalidation in the background, a store that is away. */
   onError: (error: unknown, key: string, failure: CacheFailure) => void
 }
@@ -79,8 +82,10 @@ export class CacheStack {
   readonly #now: () => number
   readonly #telemetry: CacheStackOptions['telemetry']
   readonly #onError: CacheStackOptions['onError']
+  readonly #holds: RevalidationHolds
+  readonly #holdsAfter: (error: unknown) => boolean
 
-  constructor ({ memory, shared, budget, now, freshMs, telemetry, onError }: CacheStackOptions) {
+  constructor ({ memory, shared, budget, now, freshMs, telemetry, holdsBack, onError }: CacheStackOptions) {
     const local = new MemoryDriver({ ...memory, purgeMemoryMs: budget.purgeMemoryMs, now })
     this.#tier = shared === undefined
       ? local
@@ -94,7 +99,9 @@ export class CacheStack {
       })
     this.#loader = new Loader({
       tier: this.#tier,
-      locks: shared === undefined ? undefined : { claim: shared.claim, maxClaims: budget.maxClaims },
+      locks: shared === undefined
+        ? undefined
+        : { claim: shared.claim, maxClaims: budget.maxClaims, holds: sharedHolds(shared.driver, shared.redis, (error, key) => { onError(error, key, 'store') }) },
       now,
       onStoreError: (error, key) => { onError(error, key, 'store') }
     })
@@ -103,6 +110,10 @@ export class CacheStack {
     this.#now = now
     this.#telemetry = telemetry
     this.#onError = onError
+    this.#holds = new RevalidationHolds({ now, purgeMemoryMs: budget.purgeMemoryMs })
+    this.#holdsAfter = (error) => holdsAfter(error, holdsBack)
+    // Another instance's purge frees the key here too (its own are freed in markStale).
+    shared?.bus.listen((event) => { if (event.type === 'staled') this.#holds.purged([event.key]) })
   }
 
   /** `signal` aborts when the caller goes away (absent: a caller that never leaves); its time counts from `arrival` (absent: now). */
@@ -123,6 +134,7 @@ export class CacheStack {
 
   /** Purge: the entries become stale everywhere, so the next read serves them and revalidates once. */
   async markStale (keys: readonly string[]): Promise<number> {
+    this.#holds.purged(keys)
     return await this.#tier.markStale(keys, this.#now())
   }
 
@@ -162,13 +174,19 @@ export class CacheStack {
     return { entry, state: 'HIT', at: now }
   }
 
-  /** A load of `seen`'s key nobody waits for, unless one is under way. */
+  /** A load of `seen`'s key nobody waits for, unless one is under way, or one failed less than a freshness ago (held). */
   #inBackground (key: string, resource: Resource, seen: CacheEntry, load: Load, cause: 'revalidation' | 'refresh-ahead'): void {
+    if (this.#holds.held(key)) return
+    const since = this.#holds.since(key)
+    const hold = { ms: this.#freshMs(resource, seen.status), after: this.#holdsAfter }
     const start: StartLoad = async (loadSignal) => await inSpan('cache.load', { 'pbff.resource': resource, 'pbff.load.cause': cause }, async () =>
-      await this.#load(key, resource, seen, load, loadSignal, cause, this.#now() + this.#budget.callerMs))
+      await this.#load(key, resource, seen, load, loadSignal, cause, this.#now() + this.#budget.callerMs, hold))
     this.#flights.inBackground(key, start, cause, (error) => {
+      // Refused by another instance's hold: kept here for what is left of it, so the next stale reads ask Redis nothing.
+      if (error instanceof HeldBack) this.#holds.hold(key, since, error.remainingMs)
+      else if (hold.after(error)) this.#holds.hold(key, since, hold.ms)
       // Cancelled: a caller with nothing to serve took it over before its call was sent (Flights.join).
-      if (!isCancellation(error)) this.#onError(error, key, 'revalidate')
+      if (!isCancellation(error) && !(error instanceof HeldBack)) this.#onError(error, key, 'revalidate')
     })
   }
 
@@ -216,11 +234,11 @@ export class CacheStack {
   }
 
   async #load (
-    key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal, cause: FlightCause, deadlineAt: number
+    key: string, resource: Resource, seen: CacheEntry | undefined, load: Load, signal: AbortSignal, cause: FlightCause, deadlineAt: number, hold?: LoadHold
   ): Promise<CacheEntry> {
     const start: StartLoad = async (loadSignal) => await load(loadSignal, PRIORITY_OF[cause], deadlineAt)
     const refusesNow = (): Error | undefined => load.refusesNow?.(PRIORITY_OF[cause], deadlineAt)
-    return await this.#loader.load(key, seen, start, signal, () => { this.#telemetry.coalescedWaiter(resource) }, refusesNow)
+    return await this.#loader.load(key, seen, start, signal, () => { this.#telemetry.coalescedWaiter(resource) }, refusesNow, hold)
   }
 
   #reported (resource: Resource, served: Served): Served {

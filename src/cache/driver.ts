@@ -27,6 +27,16 @@ export interface CacheDriver {
    * is there (a cold miss then waits for one round trip before its call). Absent: the driver cannot (in-process).
    */
   getOrClaim?: (key: string) => Promise<{ entry: CacheEntry | undefined, claimed?: ClaimedLoad }>
+  /**
+   * A background load's claim of the key's lock (see `getOrClaim`), in one round trip, refused with HeldBack while a
+   * failed revalidation's hold (`holdBack`) lasts. Absent: the driver keeps no holds.
+   */
+  claimUnlessHeld?: (key: string) => Promise<Claim | undefined>
+  /**
+   * After a background load of the key failed: no instance's background load claims it for `ms`, unless the key was
+   * purged since `mark` was read; releases `lock` (the load's) in the same round trip where the driver `announcesFills`.
+   */
+  holdBack?: (key: string, ms: number, mark: PurgeMark, lock?: HeldLock) => Promise<void>
   /** Whether `set` tells the other instances of what it stored, and releases `lock`, in its own round trip (`markStale` of its purges too). */
   readonly announcesFills?: boolean
   /**

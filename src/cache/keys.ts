@@ -22,6 +22,11 @@ export function purgeMarkKey (key: string): string {
   return `${key}:purge`
 }
 
+/** The key's hold after a failed revalidation (see RevalidationHolds): same hash tag as the entry and its lock. */
+export function retryMarkKey (key: string): string {
+  return `${key}:retry`
+}
+
 /** The pub/sub channel on which the instances of one deployment tell each other about entries. */
 export function eventsChannel (prefix: string): string {
   return `${prefix}${SCHEMA_VERSION}:events`

@@ -4,12 +4,21 @@ import { currentSpan, linkTo } from '../telemetry/tracing.ts'
 import { isFresh, isServable, sameVersion, type CacheEntry } from './cache-entry.ts'
 import type { PurgeMark, Tier } from './driver.ts'
 import type { StartLoad } from './flights.ts'
+import type { SharedHolds } from './revalidation-holds.ts'
 
 /** Who loads a key across the instances sharing Redis: absent for the in-process cache, or while Redis is away. */
 interface OwnerLocks {
   claim: (key: string) => Promise<Claim | undefined>
   /** How many times a load waits for another instance's (each wait lasts at most a lock's lifetime) before it goes ahead alone. */
   maxClaims: number
+  /** Redis's holds after failed revalidations (revalidation-holds.ts); absent: none across instances. */
+  holds?: SharedHolds
+}
+
+/** A background load's hold: a failure `after` accepts holds the key's next background loads for `ms`, on every instance. */
+export interface LoadHold {
+  ms: number
+  after: (error: unknown) => boolean
 }
 
 /** One claim of a key's load: the claim, another instance's fill found meanwhile, and the purge mark the load stores against. */
@@ -45,25 +54,27 @@ export class Loader {
    * instance's load is still running. After `maxClaims` waits it loads on its own. `waited` hears of a
    * load that waits for another instance's. `refusesNow` tells a refusal known before any call (no token while the
    * upstream's identity provider fails, a back-off, a budget spent): that load fails at once, with no lock and no more reads.
+   * `hold`, a background load's: its claim is refused (HeldBack) while a failed one's hold lasts, and its failure holds.
    */
   async load (
-    key: string, seen: CacheEntry | undefined, start: StartLoad, signal: AbortSignal, waited: () => void, refusesNow?: () => Error | undefined
+    key: string, seen: CacheEntry | undefined, start: StartLoad, signal: AbortSignal, waited: () => void, refusesNow?: () => Error | undefined,
+    hold?: LoadHold
   ): Promise<CacheEntry> {
     const refused = refusesNow?.()
     if (refused !== undefined) throw refused
     const { locks } = this.#options
     if (locks === undefined) return await this.#loadAndStore(key, start, signal, this.#purgeMark(key))
     for (let attempt = 1; ; attempt++) {
-      const { claiming, looking, marking } = (attempt === 1 ? this.#claimedByRead(key) : undefined) ?? this.#claimNow(locks, key, seen)
+      const { claiming, looking, marking } = (attempt === 1 ? this.#claimedByRead(key) : undefined) ?? this.#claimNow(locks, key, seen, hold)
       const claim = await claiming
       // The span of the load this runs for says which instance loaded it, and links a waiter to the load that answered it.
       const span = currentSpan()
       span.setAttribute('pbff.lock', claim === undefined ? 'unavailable' : claim.owner ? 'owner' : 'waiter')
-      if (claim === undefined) return await this.#loadAndStore(key, start, signal, marking)
+      if (claim === undefined) return await this.#loadAndStore(key, start, signal, marking, undefined, hold)
       if (claim.owner) {
         try {
           // The previous owner may have finished between our read and our lock.
-          return await looking ?? await this.#loadAndStore(key, start, signal, marking, claim.lock)
+          return await looking ?? await this.#loadAndStore(key, start, signal, marking, claim.lock, hold)
         } finally {
           // Also when cancelled, so the other instances' waiters move on; the release reports its own failures.
           claim.release().catch(() => {})
@@ -76,7 +87,7 @@ export class Loader {
         linkTo(span, ownerSpan)
         return loaded
       }
-      if (attempt >= locks.maxClaims) return await this.#loadAndStore(key, start, signal, this.#purgeMark(key))
+      if (attempt >= locks.maxClaims) return await this.#loadAndStore(key, start, signal, this.#purgeMark(key), undefined, hold)
     }
   }
 
@@ -91,8 +102,9 @@ export class Loader {
    * The look for another instance's fill and the purge mark go out right behind the claim, on its
    * connection, so Redis runs them after it: one round trip where three waited on each other.
    */
-  #claimNow (locks: OwnerLocks, key: string, seen: CacheEntry | undefined): Attempt {
-    return { claiming: locks.claim(key), looking: this.#loadedElsewhere(key, seen), marking: this.#purgeMark(key) }
+  #claimNow (locks: OwnerLocks, key: string, seen: CacheEntry | undefined, hold: LoadHold | undefined): Attempt {
+    const claiming = hold !== undefined && locks.holds !== undefined ? locks.holds.claimUnlessHeld(key) : locks.claim(key)
+    return { claiming, looking: this.#loadedElsewhere(key, seen), marking: this.#purgeMark(key) }
   }
 
   async #loadedElsewhere (key: string, seen: CacheEntry | undefined): Promise<CacheEntry | undefined> {
@@ -116,12 +128,21 @@ export class Loader {
     return await this.#options.tier.purgeMark(key).catch((error: unknown) => { this.#options.onStoreError(error, key); return undefined })
   }
 
-  /** `lock`, held for this load, is released by the store's own write where it can (one round trip after the call). */
-  async #loadAndStore (key: string, start: StartLoad, signal: AbortSignal, marking: Promise<PurgeMark | undefined>, lock?: HeldLock): Promise<CacheEntry> {
+  /** `lock`, held for this load, is released by the store's own write where it can (one round trip after the call), or by its hold's. */
+  async #loadAndStore (
+    key: string, start: StartLoad, signal: AbortSignal, marking: Promise<PurgeMark | undefined>, lock?: HeldLock, hold?: LoadHold
+  ): Promise<CacheEntry> {
     const mark = await marking
     // Its callers may have gone during that read.
     signal.throwIfAborted()
-    const entry = await start(signal)
+    let entry: CacheEntry
+    try {
+      entry = await start(signal)
+    } catch (error) {
+      // Held before the lock is released: a waiter it wakes then finds the hold, not a free lock.
+      if (hold?.after(error) === true) await this.#options.locks?.holds?.holdBack(key, hold.ms, mark, lock)
+      throw error
+    }
     await this.#options.tier.set(key, entry, mark, lock).catch((error: unknown) => this.#options.onStoreError(error, key))
     return entry
   }

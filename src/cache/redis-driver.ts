@@ -4,12 +4,13 @@ import type { RedisClock } from '../redis/clock.ts'
 import type { RedisClient } from '../redis/client.ts'
 import type { RedisCommands } from '../redis/commands.ts'
 import type { RedisHealth } from '../redis/health.ts'
-import type { HeldLock, OwnerLock } from '../redis/owner-lock.ts'
+import type { Claim, HeldLock, OwnerLock } from '../redis/owner-lock.ts'
 import type { CacheEntry } from './cache-entry.ts'
 import { CACHE_UNAVAILABLE } from '../errors.ts'
-import { purgeMarkKey } from './keys.ts'
+import { purgeMarkKey, retryMarkKey } from './keys.ts'
 import type { CacheDriver, ClaimedLoad, PurgeMark } from './driver.ts'
-import { READ_OR_CLAIM, SET_IF_NEWER } from './redis-scripts.ts'
+import { CLAIM_UNLESS_HELD, HOLD_BACK, READ_OR_CLAIM, SET_IF_NEWER } from './redis-scripts.ts'
+import { HeldBack } from './revalidation-holds.ts'
 
 export interface RedisDriverOptions {
   redis: Pick<RedisCommands, 'eval' | 'hgetall' | 'get'> & Pick<RedisClient, 'pipeline'>
@@ -32,23 +33,28 @@ export interface RedisDriverOptions {
  * Purge: the entries become stale (fresh until they were stored), and each purge mark is replaced by
  * ARGV[1], a random id, for ARGV[2] ms (longer than a load may last), so that a load that read the
  * previous mark stores its result as stale. Not a count: one that expired would start again at a value
- * a load under way may have read. KEYS: entry, purge mark, entry, purge mark... With ARGV[3] (a channel),
- * ARGV[4...] are published there, one per entry (in the same round trip: the other instances hear of it sooner).
+ * a load under way may have read. A failed revalidation's hold goes too: a purge asks for a load. KEYS: entry, purge
+ * mark, hold, entry... With ARGV[3] (a channel), ARGV[4...] are published there, one per entry (in the same round trip:
+ * the other instances hear of it sooner).
  * Answers how many entries exist, and how many replicas are online (their purge is waited for: see markStale).
  */
 const MARK_STALE = `
 local found = 0
-for i = 1, #KEYS, 2 do
+for i = 1, #KEYS, 3 do
   local storedAt = redis.call('HGET', KEYS[i], 't')
   if storedAt then
     redis.call('HSET', KEYS[i], 'f', storedAt)
     found = found + 1
   end
   redis.call('SET', KEYS[i + 1], ARGV[1], 'PX', ARGV[2])
-  if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[3 + (i + 1) / 2]) end
+  redis.call('DEL', KEYS[i + 2])
+  if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[3 + (i + 2) / 3]) end
 end
 local _, replicas = string.gsub(redis.call('INFO', 'replication'), 'state=online', '')
 return {found, replicas}`
+
+/** How long past its end Redis keeps a hold: compared by its value, its TTL only tidies (a clock behind Redis's still finds it). */
+const HOLD_TIDY_MS = 60_000
 
 /** How long a purge waits for a replica's acknowledgement: well within RedisHealth's 500 ms bound on a command. */
 const REPLICA_WAIT_MS = 250
@@ -62,12 +68,38 @@ export class RedisDriver implements CacheDriver {
   readonly #options: RedisDriverOptions
   readonly announcesFills: boolean
   readonly getOrClaim?: (key: string) => Promise<{ entry: CacheEntry | undefined, claimed?: ClaimedLoad }>
+  readonly claimUnlessHeld?: (key: string) => Promise<Claim | undefined>
 
   constructor (options: RedisDriverOptions) {
     this.#options = options
     this.announcesFills = options.bus !== undefined
     const { lock } = options
     if (lock !== undefined && this.announcesFills) this.getOrClaim = async (key) => await this.#getOrClaim(key, lock)
+    if (lock !== undefined) this.claimUnlessHeld = async (key) => await this.#claimUnlessHeld(key, lock)
+  }
+
+  /** One script: the lock, unless a failed revalidation's hold lasts (then HeldBack, with what is left of it). */
+  async #claimUnlessHeld (key: string, lock: Pick<OwnerLock, 'claimBy'>): Promise<Claim | undefined> {
+    const { redis, health, clock } = this.#options
+    return await lock.claimBy(key, async (lockKey, token, ttlMs) => {
+      const now = clock.toRedis(clock.localNow())
+      const reply = Number(await health.run(async () => await redis.eval(CLAIM_UNLESS_HELD, 2, lockKey, retryMarkKey(key), token, ttlMs, now)))
+      if (reply < 0) throw new HeldBack(-reply)
+      return reply === 1
+    })
+  }
+
+  /** Arrow: handed around without its object (see sharedHolds). */
+  readonly holdBack = async (key: string, ms: number, mark: PurgeMark, lock?: HeldLock): Promise<void> => {
+    const { redis, health, bus, clock } = this.#options
+    // Without the bus, the lock is released by its owner (OwnerLock), as after a fill.
+    const held = bus === undefined ? undefined : lock
+    const told = held === undefined || bus === undefined ? ['', '', ''] : [held.token, bus.channel, bus.message({ type: 'released', key })]
+    // Its end on Redis's clock, as the entries' times: one clock for every instance. The TTL only tidies, a minute late.
+    const until = clock.toRedis(clock.localNow() + ms)
+    const args = [until, Math.ceil(ms) + HOLD_TIDY_MS, mark, ...told]
+    await health.run(async () => await redis.eval(HOLD_BACK, 3, retryMarkKey(key), purgeMarkKey(key), held?.key ?? key, ...args))
+    held?.released()
   }
 
   async get (key: string): Promise<CacheEntry | undefined> {
@@ -124,7 +156,7 @@ export class RedisDriver implements CacheDriver {
   async markStale (keys: readonly string[]): Promise<number> {
     if (keys.length === 0) return 0
     const { redis, health, purgeMemoryMs, bus } = this.#options
-    const pairs = keys.flatMap((key) => [key, purgeMarkKey(key)])
+    const pairs = keys.flatMap((key) => [key, purgeMarkKey(key), retryMarkKey(key)])
     const told = bus === undefined ? [''] : [bus.channel, ...keys.map((key) => bus.message({ type: 'staled', key }))]
     const [found, replicas] = await health.run(async () => await redis.eval(MARK_STALE, pairs.length, ...pairs, randomUUID(), purgeMemoryMs, ...told)) as [number, number]
     if ((replicas > 0 || this.#options.failsOver === true) && await this.#replicated(pairs[1] as string) === 0) {

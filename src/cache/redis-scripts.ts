@@ -52,3 +52,28 @@ if ARGV[9] ~= '' then
   redis.call('PUBLISH', ARGV[10], ARGV[12])
 end
 return stored`
+
+/**
+ * A background load's claim of the lock KEYS[1] (SET NX of token ARGV[1] for ARGV[2] ms), refused while the key's hold
+ * KEYS[2] lasts: a revalidation failed less than a freshness ago, and the hold's end (Redis's clock, as the entries'
+ * times) is past ARGV[3], Redis's now. Answers 1 if claimed, 0 if another holds the lock, else minus the ms the hold has
+ * left. KEYS: lock, hold (the key's hash tag).
+ */
+export const CLAIM_UNLESS_HELD = `
+local heldUntil = tonumber(redis.call('GET', KEYS[2]))
+if heldUntil and heldUntil > tonumber(ARGV[3]) then return -math.ceil(heldUntil - tonumber(ARGV[3])) end
+return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') and 1 or 0`
+
+/**
+ * After a failed background load: the hold KEYS[1], until ARGV[1] (Redis's clock; Redis drops it ARGV[2] ms on), unless
+ * the purge mark KEYS[2] is no longer the one the load read (ARGV[3]: a purge since asks for a load of its own). Then,
+ * for a load holding the lock KEYS[3] with token ARGV[4] ('' for none), its release and PUBLISH of ARGV[6] on ARGV[5],
+ * as SET_IF_NEWER does: the hold is there before any waiter wakes. KEYS: hold, purge mark, lock (one hash tag).
+ */
+export const HOLD_BACK = `
+if (redis.call('GET', KEYS[2]) or '') == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+if ARGV[4] ~= '' then
+  if redis.call('GET', KEYS[3]) == ARGV[4] then redis.call('DEL', KEYS[3]) end
+  redis.call('PUBLISH', ARGV[5], ARGV[6])
+end
+return 1`

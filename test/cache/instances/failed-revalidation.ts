@@ -1,0 +1,124 @@
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import t from 'tap'
+import type { Simulator } from '../../../dev/simulator.ts'
+import { cacheStack, type Clock } from '../../helper.ts'
+
+// The contract's "one upstream call per username per freshness window per deployment, revalidation included" while the
+// upstream keeps failing: a failed revalidation holds the key's next ones for a freshness on every instance (before,
+// every stale read after a failure started another: about one call a second per instance, past the breaker's five).
+// Swept over freshness settings and deployments, on a moved clock; each step's background loads end before the next.
+
+const FRESHNESS_S = [1, 10, 300]
+const DEPLOYMENTS = [
+  { name: 'one instance, in-process store', instances: 1, redis: false },
+  { name: 'one instance on Redis', instances: 1, redis: true },
+  { name: 'two instances on one Redis', instances: 2, redis: true },
+  { name: 'three instances on one Redis', instances: 3, redis: true }
+]
+/** Freshness windows the upstream fails for, callers arriving at every tenth of one. */
+const FAILING_WINDOWS = 3
+const STEPS_PER_WINDOW = 10
+/** Requests per instance and step, at once. */
+const CALLERS = 2
+const ADMIN_TOKEN = 'admin-secret-token-for-tests'
+
+interface Fleet {
+  apps: FastifyInstance[]
+  sim: Simulator
+  clock: Clock
+}
+
+/** Every instance asked for `username` by CALLERS callers at once; answered once the background loads they started ended. */
+async function ask (fleet: Fleet, username: string): Promise<LightMyRequestResponse[]> {
+  const answers = await Promise.all(fleet.apps.flatMap((app) => Array.from({ length: CALLERS }, async () => await app.inject(`/profile/${username}`))))
+  await Promise.all(fleet.apps.map(async (app) => { await app.cacheLoads.settled(10_000) }))
+  return answers
+}
+
+/**
+ * The instances agree on Redis's clock, as running clocks do within a millisecond or two (test/redis/health.ts): the
+ * test's stands still while Redis's runs, so each would be off by the real time between their connections (a loaded
+ * machine put 200 ms between three, a fifth of a 1 s freshness).
+ */
+function oneRedisClock (fleet: Fleet): void {
+  const first = fleet.apps[0]?.redisLayer?.clock
+  if (first === undefined) return
+  const now = fleet.clock.now()
+  const redisNow = Math.round(now - first.toLocal(0))
+  const time: [string, string] = [String(Math.floor(redisNow / 1000)), String((redisNow % 1000) * 1000)]
+  for (const app of fleet.apps.slice(1)) app.redisLayer?.clock.sync(time, now, now)
+}
+
+/** The answers' status and X-Cache, each counted once. */
+function kinds (answers: LightMyRequestResponse[]): string[] {
+  return [...new Set(answers.map((res) => `${res.statusCode} ${String(res.headers['x-cache'])}`))]
+}
+
+/** Calls closer to the one before than a freshness: the bound broken. */
+function closer (calls: number[], freshMs: number): number[] {
+  return calls.filter((at, index) => index > 0 && at - (calls[index - 1] as number) < freshMs)
+}
+
+for (const { name, instances, redis } of DEPLOYMENTS) {
+  for (const freshnessS of FRESHNESS_S) {
+    t.test(`${name}, fresh ${freshnessS} s: a failing upstream sees one revalidation per freshness, callers get 200 STALE; a purge loads once; recovery within a freshness`, async (t) => {
+      const freshMs = freshnessS * 1000
+      const stepMs = freshMs / STEPS_PER_WINDOW
+      const env = { PROFILE_TTL_SECONDS: String(freshnessS), RATE_LIMIT_PER_MINUTE: '0', ADMIN_TOKEN, ...(!redis && { REDIS_URL: '' }) }
+      const { app, sim, clock, another } = await cacheStack(t, { env })
+      const fleet: Fleet = { apps: [app], sim, clock }
+      for (let i = 1; i < instances; i++) fleet.apps.push(await another())
+      oneRedisClock(fleet)
+      const last = fleet.apps[instances - 1] as FastifyInstance
+      const username = `failing-${freshnessS}`
+      const calls = (): number => sim.callsFor('profile', username)
+
+      t.equal((await app.inject(`/profile/${username}`)).headers['x-cache'], 'MISS')
+      clock.advance(freshMs)
+      sim.failAlways({ kind: 'status', status: 502 })
+      const start = clock.now()
+      const callTimes: number[] = []
+      const answerKinds = new Set<string>()
+      for (let step = 0; step < FAILING_WINDOWS * STEPS_PER_WINDOW; step++) {
+        if (step > 0) clock.advance(stepMs)
+        const before = calls()
+        for (const kind of kinds(await ask(fleet, username))) answerKinds.add(kind)
+        for (let call = before; call < calls(); call++) callTimes.push(clock.now() - start)
+        if (step === STEPS_PER_WINDOW / 2) {
+          // Another username's cold miss during the hold: loaded for its caller (and failing as the upstream does).
+          const cold = await last.inject(`/profile/cold-${freshnessS}`)
+          t.equal(cold.json<{ code: string }>().code, 'UPSTREAM_ERROR', 'a cold miss of another username gets its own load')
+          t.equal(sim.callsFor('profile', `cold-${freshnessS}`), 1, 'one call for the cold miss, not held back')
+        }
+      }
+      t.same([...answerKinds], ['200 STALE'], 'every caller got the stale entry at once')
+      t.same(closer(callTimes, freshMs), [], `no revalidation within a freshness of the one before (calls at ${callTimes.join(', ')} ms)`)
+      t.ok(callTimes.length >= 1 && callTimes.length <= FAILING_WINDOWS, `${callTimes.length} calls in ${FAILING_WINDOWS} windows, at most one each`)
+
+      // A purge while the last failure's hold lasts: one new load, then held again (it failed too).
+      clock.advance(stepMs / 2)
+      const purge = await last.inject({ method: 'POST', url: `/admin/purge/${username}`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+      t.equal(purge.statusCode, 200)
+      const beforePurgeLoad = calls()
+      t.same(kinds(await ask(fleet, username)), ['200 STALE'])
+      t.equal(calls() - beforePurgeLoad, 1, 'the purge led to one new load')
+      const purgeLoadAt = clock.now()
+      clock.advance(stepMs / 5)
+      t.same(kinds(await ask(fleet, username)), ['200 STALE'])
+      t.equal(calls() - beforePurgeLoad, 1, 'and its failure holds the next revalidation')
+
+      // The upstream recovers: revalidated within a freshness of its last failure, then a hit on every instance.
+      sim.failAlways(undefined)
+      const recoveredAt = clock.now()
+      const beforeRecovery = calls()
+      while (calls() === beforeRecovery && clock.now() - recoveredAt < 2 * freshMs) {
+        clock.advance(stepMs)
+        await ask(fleet, username)
+      }
+      t.equal(calls() - beforeRecovery, 1, 'one revalidation after the recovery')
+      t.ok(clock.now() - recoveredAt <= freshMs, `revalidated ${clock.now() - recoveredAt} ms after the recovery, ${clock.now() - purgeLoadAt} after the last failure (freshness ${freshMs})`)
+      t.same(kinds(await ask(fleet, username)), ['200 HIT'], 'then served fresh everywhere')
+      t.equal(calls() - beforeRecovery, 1)
+    })
+  }
+}
