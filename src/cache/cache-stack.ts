@@ -112,8 +112,9 @@ export class CacheStack {
     this.#onError = onError
     this.#holds = new RevalidationHolds({ now, purgeMemoryMs: budget.purgeMemoryMs })
     this.#holdsAfter = (error) => holdsAfter(error, holdsBack)
-    // Another instance's purge frees the key here too (its own are freed in markStale).
+    // Another's purge frees the key here too (ours: markStale); one unheard while the bus was away leaves Redis to decide.
     shared?.bus.listen((event) => { if (event.type === 'staled') this.#holds.purged([event.key]) })
+    shared?.bus.listenReady(() => { this.#holds.clear() })
   }
 
   /** `signal` aborts when the caller goes away (absent: a caller that never leaves); its time counts from `arrival` (absent: now). */
@@ -178,7 +179,8 @@ export class CacheStack {
   #inBackground (key: string, resource: Resource, seen: CacheEntry, load: Load, cause: 'revalidation' | 'refresh-ahead'): void {
     if (this.#holds.held(key)) return
     const since = this.#holds.since(key)
-    const hold = { ms: this.#freshMs(resource, seen.status), after: this.#holdsAfter }
+    // A failed refresh-ahead holds nothing: it comes once per version, and its entry's first stale read should revalidate.
+    const hold = { ms: this.#freshMs(resource, seen.status), after: cause === 'revalidation' ? this.#holdsAfter : () => false }
     const start: StartLoad = async (loadSignal) => await inSpan('cache.load', { 'pbff.resource': resource, 'pbff.load.cause': cause }, async () =>
       await this.#load(key, resource, seen, load, loadSignal, cause, this.#now() + this.#budget.callerMs, hold))
     this.#flights.inBackground(key, start, cause, (error) => {

@@ -57,6 +57,11 @@ export class RevalidationHolds {
     if (this.since(key) === since) setUntil(this.#until, key, ms, this.#until.perf.now() + ms)
   }
 
+  /** Every hold forgotten: another instance's purges may have gone unheard. */
+  clear (): void {
+    this.#until.clear()
+  }
+
   purged (keys: readonly string[]): void {
     const now = this.#purges.perf.now()
     for (const key of keys) {

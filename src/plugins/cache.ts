@@ -5,7 +5,7 @@ import { FreshEvictions } from '../cache/fresh-evictions.ts'
 import { RedisDriver } from '../cache/redis-driver.ts'
 import { encodedBytes } from '../http/encoded-bodies.ts'
 import { loadBudget } from '../load-budget.ts'
-import { UPSTREAM_BUDGET_EXHAUSTED } from '../errors.ts'
+import { refusalOf } from '../errors.ts'
 import { freshnessPolicy } from '../lookups/freshness.ts'
 import { Lookups } from '../lookups/lookups.ts'
 import { isBudgetDropped } from '../upstream/budget/priorities.ts'
@@ -67,8 +67,9 @@ async function cache (app: FastifyInstance, { now = steadyNow }: CachePluginOpti
     now,
     freshMs: (resource, status) => (status === 404 ? freshness.notFound : freshness[resource]).freshMs,
     telemetry: app.telemetry,
-    // The fleet's own budget refusing says nothing of the upstream: the stale read after it may ask again.
-    holdsBack: (error) => !isBudgetDropped(error) && !(error instanceof UPSTREAM_BUDGET_EXHAUSTED),
+    // Only what reached the upstream or its identity provider holds: our own refusals (budget, queue, breaker, back-off,
+    // no token) cost them nothing, and the stale read after one may ask again.
+    holdsBack: (error) => !isBudgetDropped(error) && refusalOf(error) === undefined,
     onError: (error, key, failure) => {
       // A revalidation the fleet's budget had no room for is no failure: the stale entry stays, and is tried again.
       if (failure === 'revalidate' && isBudgetDropped(error)) app.log.debug({ err: error, key }, 'background revalidation deferred: no upstream budget')

@@ -1,7 +1,7 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import t from 'tap'
 import type { Simulator } from '../../../dev/simulator.ts'
-import { cacheStack, type Clock } from '../../helper.ts'
+import { cacheStack, eventually, gate, rawRedis, RedisServer, type Clock } from '../../helper.ts'
 
 // The contract's "one upstream call per username per freshness window per deployment, revalidation included" while the
 // upstream keeps failing: a failed revalidation holds the key's next ones for a freshness on every instance (before,
@@ -122,3 +122,70 @@ for (const { name, instances, redis } of DEPLOYMENTS) {
     })
   }
 }
+
+for (const redis of [false, true]) {
+  t.test(`${redis ? 'on Redis' : 'in-process'}: a failed refresh-ahead holds nothing: the entry's first stale read revalidates`, async (t) => {
+    const freshMs = 10_000
+    const { app, sim, clock } = await cacheStack(t, { env: { PROFILE_TTL_SECONDS: '10', RATE_LIMIT_PER_MINUTE: '0', ...(!redis && { REDIS_URL: '' }) } })
+    const calls = (): number => sim.callsFor('profile', 'hot')
+    t.equal((await app.inject('/profile/hot')).headers['x-cache'], 'MISS')
+    // Nine tenths in, still fresh whatever the jitter: the fifth hit refreshes ahead, and the upstream fails it.
+    clock.advance(freshMs * 0.9)
+    sim.failAlways({ kind: 'status', status: 502 })
+    for (let hit = 0; hit < 5; hit++) t.equal((await app.inject('/profile/hot')).headers['x-cache'], 'HIT')
+    await app.cacheLoads.settled(10_000)
+    t.equal(calls(), 2, 'the refresh-ahead was sent')
+    sim.failAlways(undefined)
+    clock.advance(freshMs / 10 + 1)
+    t.equal((await app.inject('/profile/hot')).headers['x-cache'], 'STALE')
+    await app.cacheLoads.settled(10_000)
+    t.equal(calls(), 3, 'the first stale read revalidated')
+    t.equal((await app.inject('/profile/hot')).headers['x-cache'], 'HIT')
+  })
+
+  t.test(`${redis ? 'on Redis' : 'in-process'}: a revalidation this instance refused itself (its queue full) holds nothing`, async (t) => {
+    const upstream = await gate(t)
+    const env = { PROFILE_TTL_SECONDS: '10', UPSTREAM_MAX_CONCURRENCY: '1', RATE_LIMIT_PER_MINUTE: '0', ...(!redis && { REDIS_URL: '' }) }
+    const { app, sim, clock } = await cacheStack(t, { env, gate: upstream })
+    t.equal((await app.inject('/profile/kept')).headers['x-cache'], 'MISS')
+    clock.advance(10_001)
+    // One call at the upstream and eight queued for the only slot: the queue is full.
+    upstream.hold()
+    const crowd = Array.from({ length: 9 }, async (_, i) => await app.inject(`/profile/crowd-${i}`))
+    await eventually(() => upstream.held() === 1, 'the crowd\'s first call at the upstream')
+    t.equal((await app.inject('/profile/kept')).headers['x-cache'], 'STALE', 'its revalidation refused: UPSTREAM_OVERLOADED')
+    await app.cacheLoads.settled(0)
+    upstream.release()
+    await Promise.all(crowd)
+    await app.cacheLoads.settled(10_000)
+    t.equal(sim.callsFor('profile', 'kept'), 1, 'nothing sent for it')
+    t.equal((await app.inject('/profile/kept')).headers['x-cache'], 'STALE')
+    await app.cacheLoads.settled(10_000)
+    t.equal(sim.callsFor('profile', 'kept'), 2, 'the next stale read revalidated: the refusal held nothing')
+    t.equal((await app.inject('/profile/kept')).headers['x-cache'], 'HIT')
+  })
+}
+
+t.test('a purge whose event an instance missed frees its hold once its bus is back: Redis, which the purge freed, decides', async (t) => {
+  const redis = await RedisServer.start(t)
+  const { app: a, another, sim, clock } = await cacheStack(t, { env: { REDIS_URL: redis.url, ADMIN_TOKEN, PROFILE_TTL_SECONDS: '10' } })
+  const b = await another()
+  oneRedisClock({ apps: [a, b], sim, clock })
+  const calls = (): number => sim.callsFor('profile', 'missed')
+  t.equal((await a.inject('/profile/missed')).headers['x-cache'], 'MISS')
+  clock.advance(10_001)
+  sim.failAlways({ kind: 'status', status: 502 })
+  t.equal((await b.inject('/profile/missed')).headers['x-cache'], 'STALE')
+  await b.cacheLoads.settled(10_000)
+  t.equal(calls(), 2, 'B\'s revalidation failed: the key is held')
+  sim.failAlways(undefined)
+  // The subscribers reconnect 200 ms later at the soonest: the purge's event, a few ms away, reaches nobody.
+  await rawRedis(t, redis.url).call('CLIENT', 'KILL', 'TYPE', 'pubsub')
+  const purge = await a.inject({ method: 'POST', url: '/admin/purge/missed', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+  t.equal(purge.statusCode, 200)
+  await eventually(() => b.redisLayer?.bus.ready === true, 'B\'s bus back')
+  t.equal((await b.inject('/profile/missed')).headers['x-cache'], 'STALE')
+  await b.cacheLoads.settled(10_000)
+  t.equal(calls(), 3, 'the purge led to one load on B')
+  t.equal((await b.inject('/profile/missed')).headers['x-cache'], 'HIT')
+})
