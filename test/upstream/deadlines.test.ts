@@ -9,7 +9,6 @@ import { cacheStack, Clock, eventually, metric, parseMetrics, stack, tally, user
 // No test races a stopwatch: what is asserted is counts (calls at the upstream, outcomes), with timings that leave
 // hundreds of milliseconds either side.
 
-/** The app's count of upstream calls that ended with `outcome`. */
 /** The next caller of `username` is answered from the cache: the answer a gone caller's call brought was stored. */
 async function storedForTheNext (t: Test, app: FastifyInstance, username: string): Promise<void> {
   const next = await app.inject(`/profile/${username}`)
@@ -17,8 +16,14 @@ async function storedForTheNext (t: Test, app: FastifyInstance, username: string
   t.equal(next.headers['x-cache'], 'HIT', 'the answer was stored')
 }
 
+/** The app's count of upstream calls that ended with `outcome`. */
 async function outcomes (app: FastifyInstance, outcome: string): Promise<number> {
-  return metric(parseMetrics((await app.inject('/metrics')).body), 'pbff_upstream_calls_total', { resource: 'profile', outcome }) ?? 0
+  return await scraped(app, 'pbff_upstream_calls_total', { resource: 'profile', outcome }) ?? 0
+}
+
+/** One sample of the app's metrics, as scraped now. */
+async function scraped (app: FastifyInstance, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
+  return metric(parseMetrics((await app.inject('/metrics')).body), name, labels)
 }
 
 // Each test has an app and a simulator of its own and spends most of its time waiting on real deadlines, so the
@@ -189,15 +194,18 @@ t.test('a queued call is not sent once its caller\'s remaining time is below wha
 })
 
 t.test('a full queue answers 503 UPSTREAM_OVERLOADED with Retry-After: what the upstream has been taking, in whole seconds', async (t) => {
-  const { app, sim } = await slowUpstream(t, 1_500, { UPSTREAM_TIMEOUT_MS: '1800' })
+  // 4 s of budget against the upstream's 1.5 s: a queued caller keeps its place about 2 s (with 1.8 s it had 84 ms of
+  // real time, and a busy machine answered the overflow 504 before its full-queue check).
+  const { app, sim } = await slowUpstream(t, 1_500, { UPSTREAM_TIMEOUT_MS: '4000' })
   sim.failAlways({ kind: 'hang' })
-  // One slot and eight places: the tenth lookup finds the queue full.
-  const lookups = usernames(10).map(async (name) => await app.inject(`/profile/${name}`))
-  // The refusal is answered at once; the nine others wait out their deadlines (answered 504 as the app closes).
-  const refused = await Promise.race(lookups)
+  // One slot and eight places, all taken before the overflow asks.
+  const waiting = usernames(9).map(async (name) => await app.inject(`/profile/${name}`))
+  await eventually(async () => await scraped(app, 'pbff_upstream_calls_queued') === 8, 'one call at the upstream, eight queued')
+  const refused = await app.inject('/profile/overflow')
   t.equal(refused.statusCode, 503)
   t.match(refused.json(), { code: 'UPSTREAM_OVERLOADED' })
   t.equal(refused.headers['retry-after'], '2', '1.5 s, rounded up')
+  t.same(tally(await Promise.all(waiting)), { '504 UPSTREAM_TIMEOUT': 9 }, 'the others waited out their time')
 })
 
 t.test('a caller waiting for another instance\'s load waits no longer than its own time, from when it asked', async (t) => {
