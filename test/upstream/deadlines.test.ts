@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Command } from 'ioredis'
 import t, { type Test } from 'tap'
 import { loadBudget } from '../../src/load-budget.ts'
-import { cacheStack, Clock, eventually, gate, metric, parseMetrics, stack, tally, usernames } from '../helper.ts'
+import { anotherApp, cacheStack, Clock, eventually, gate, metric, parseMetrics, stack, tally, untilRedisReady, usernames } from '../helper.ts'
 
 // A caller's wait for the upstream, queue included, ends UPSTREAM_TIMEOUT_MS after it asked (plus a margin); a sent
 // call ends at its answer or UPSTREAM_TIMEOUT_MS after it was sent, and its answer is kept (issue 32).
@@ -25,6 +25,23 @@ async function outcomes (app: FastifyInstance, outcome: string): Promise<number>
 /** One sample of the app's metrics, as scraped now. */
 async function scraped (app: FastifyInstance, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
   return metric(parseMetrics((await app.inject('/metrics')).body), name, labels)
+}
+
+/**
+ * Past this, a stall of the test's process may cost an instance its lock (renewed every third of its second) or mark
+ * Redis down (500 ms a command): each instance may then load alone, as docs/design.md allows.
+ */
+const STALL_MS = 300
+
+/** What `scenario` gives, and whether this process stood still long enough meanwhile (or Redis was marked down) to excuse a load each. */
+async function excusable<T> (apps: FastifyInstance[], scenario: () => Promise<T>): Promise<{ value: T, excused: boolean }> {
+  let down = false
+  for (const app of apps) app.redisLayer?.health.listen((up) => { if (!up) down = true })
+  const stalls = monitorEventLoopDelay({ resolution: 10 })
+  stalls.enable()
+  const value = await scenario()
+  stalls.disable()
+  return { value, excused: down || stalls.max / 1e6 >= STALL_MS }
 }
 
 // Each test has an app and a simulator of its own and spends most of its time waiting on real deadlines, so the
@@ -229,20 +246,26 @@ t.test('a full queue answers 503 UPSTREAM_OVERLOADED with Retry-After: what the 
 })
 
 t.test('a caller waiting for another instance\'s load waits no longer than its own time, from when it asked', async (t) => {
-  // The upstream hangs: instance A's load holds the key's lock for its whole 2 s; B, asked meanwhile, waits for it.
-  const timeoutMs = 2_000
-  const { app, sim, another } = await cacheStack(t, { env: { UPSTREAM_TIMEOUT_MS: String(timeoutMs) } })
-  const b = await another()
-  sim.failAlways({ kind: 'hang' })
-  const first = app.inject('/profile/hung')
-  await eventually(() => sim.callsFor('profile', 'hung') === 1, 'A\'s call is at the upstream')
-  const waiter = await b.inject('/profile/hung')
+  // Instance A (30 s of time, its token held) loads with its call held at a gate until B, with 2 s, has answered. (With
+  // 2 s each and a hung upstream, a cold A had to exchange its token and send within 1.76 s, and A's call ended at its
+  // limit while a B that had asked 340 ms after it still had time to send its own.)
+  const upstream = await gate(t)
+  const { app: a, sim, config, clock } = await cacheStack(t, { gate: upstream, env: { UPSTREAM_TIMEOUT_MS: '30000' } })
+  const b = await anotherApp(t, { ...config, UPSTREAM_TIMEOUT_MS: 2_000 }, clock.now)
+  await untilRedisReady(b, 2)
+  for (const app of [a, b]) await app.tokens.getToken()
+  upstream.hold()
+  const first = a.inject('/profile/hung')
+  await eventually(() => upstream.held() === 1, 'A\'s call is at the upstream')
+  const { value: waiter, excused } = await excusable([a, b], async () => await b.inject('/profile/hung'))
   t.equal(waiter.statusCode, 504)
   t.equal(waiter.json().code, 'UPSTREAM_TIMEOUT')
-  // Before, B waited for A's lock (up to 2 s), then loaded itself (2 s more): its own call would then have been sent.
-  t.equal(sim.callsFor('profile', 'hung'), 1, 'answered within its own time, without a call of its own')
-  t.equal((await first).statusCode, 504)
-  sim.failAlways(undefined)
+  // Before, B waited for A's lock, then loaded itself: its own call would be at the gate too. A stall can cost A its lock.
+  const calls = upstream.held()
+  t.ok(calls === 1 || (excused && calls === 2), `${calls} calls at the upstream: answered within its own time${excused ? ' (the process stalled, or Redis was marked down: a load an instance at most)' : ', without a call of its own'}`)
+  upstream.release()
+  t.equal((await first).statusCode, 200, 'A\'s load went on meanwhile')
+  t.equal(sim.callsFor('profile', 'hung'), calls)
 })
 
 /** Every reply of the app's Redis client (but the health probe's TIME) comes `delayMs` later: a Redis farther away. */
