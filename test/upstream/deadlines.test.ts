@@ -28,8 +28,9 @@ async function scraped (app: FastifyInstance, name: string, labels: Record<strin
 }
 
 /**
- * Past this, a stall of the test's process may cost an instance its lock (renewed every third of its second) or mark
- * Redis down (500 ms a command): each instance may then load alone, as docs/design.md allows.
+ * Past this, a stall of the test's process may change a real-time outcome: cost an instance its lock (renewed every
+ * third of its second) or mark Redis down (500 ms a command), so that each instance may load alone, as docs/design.md
+ * allows; or eat most of a 400 ms margin.
  */
 const STALL_MS = 300
 
@@ -293,11 +294,19 @@ for (const concurrency of [1, 2]) {
     await app.tokens.getToken()
     slowRedis(t, app, 100)
     const names = usernames(50, 'batch')
+    const stalls = monitorEventLoopDelay({ resolution: 10 })
+    stalls.enable()
     const started = performance.now()
     const res = await app.inject(`/profiles?${names.map((name) => `username=${name}`).join('&')}`)
     const tookMs = performance.now() - started
+    stalls.disable()
     t.equal(res.statusCode, 200)
-    t.ok(tookMs <= timeoutMs + 400, `answered in ${Math.round(tookMs)} ms`)
+    // Whatever the machine: well under what reading the store for the members past the wait took (4 s with 2 slots).
+    t.ok(tookMs <= timeoutMs + 1_500, `answered in ${Math.round(tookMs)} ms`)
+    // Within 400 ms of its time, unless this process stood still for most of that (a busy machine measured 2.02 s).
+    const stalledMs = stalls.max / 1e6
+    if (stalledMs < STALL_MS) t.ok(tookMs <= timeoutMs + 400, `within ${timeoutMs} ms and 400 of margin`)
+    else t.comment(`this process stood still ${stalledMs.toFixed(0)} ms: the 400 ms margin is not asserted`)
     const { profiles, errors } = res.json() as { profiles: Record<string, unknown>, errors: Record<string, { code: string }> }
     t.same([...Object.keys(profiles), ...Object.keys(errors)].sort(), [...names].sort(), 'each username once')
     const loaded = names.filter((name) => name in profiles)
