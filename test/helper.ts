@@ -19,6 +19,7 @@ export { busInstance, deadRedis, fakeHealth, rawRedis, REDIS_URL, testLayer, tes
 export { roundTripsOf } from './helpers/round-trips.ts'
 export { available, freeClusterPort, freePort, RedisServer, redisCluster, sentinelGroup } from './helpers/redis-server.ts'
 export { quietBus, sharedTier } from './helpers/shared-tier.ts'
+export { excusable, STALL_MS, stallMeter } from './helpers/stalls.ts'
 export { Timers } from './helpers/timers.ts'
 
 export interface Stack {

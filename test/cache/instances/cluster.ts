@@ -1,31 +1,15 @@
 import { execFile } from 'node:child_process'
-import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { Cluster, Redis } from 'ioredis'
 import { profileOf } from '../../../dev/profiles.ts'
-import { available, cacheStack, eventually, freeClusterPort, RedisServer, roundTripsOf } from '../../helper.ts'
+import { available, cacheStack, eventually, excusable, freeClusterPort, RedisServer, roundTripsOf } from '../../helper.ts'
 import { ADD_COUNTS } from '../../../src/rate-limit/shared-rate-counts.ts'
 
 const run = promisify(execFile)
 
-/**
- * Past this, a stall of the test's process (a loaded CI machine: coverage, three redis-servers, other files) may cost
- * an owner its lock (renewed every third of its second) or mark Redis down (500 ms a command): each instance may then
- * load alone, as docs/design.md allows. The strict promise is asserted below it.
- */
-const STALL_MS = 300
-
-/** What `scenario` gives, and whether this process stood still long enough meanwhile (or Redis was marked down) to excuse a load each. */
-async function excusable<T> (apps: Array<{ redisLayer?: { health: { listen: (listener: (up: boolean) => void) => void } } }>, scenario: () => Promise<T>): Promise<{ value: T, excused: boolean }> {
-  let down = false
-  for (const app of apps) app.redisLayer?.health.listen((up) => { if (!up) down = true })
-  const stalls = monitorEventLoopDelay({ resolution: 10 })
-  stalls.enable()
-  const value = await scenario()
-  stalls.disable()
-  return { value, excused: down || stalls.max / 1e6 >= STALL_MS }
-}
+// A loaded CI machine (coverage, three redis-servers, other files) may stall this process long enough for each instance
+// to load alone, as docs/design.md allows (`excusable`); the strict promise is asserted otherwise.
 const ADMIN_TOKEN = 'cluster-admin-token'
 const skip = available('redis-cli') && available('redis-server')
   ? false

@@ -1,6 +1,6 @@
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
+import { performance } from 'node:perf_hooks'
 import t from 'tap'
-import { Clock, metric, parseMetrics, stack, tally, usernames } from '../../helper.ts'
+import { Clock, metric, parseMetrics, stack, stallMeter, tally, usernames } from '../../helper.ts'
 
 // A short UPSTREAM_TIMEOUT_MS with a fast upstream: its callers still queue for a slot and are sent. Here rather than
 // beside the other deadline tests, which run side by side: another app's start-up there holds the event loop for longer
@@ -15,17 +15,15 @@ for (const timeoutMs of [110, 200, 1_000]) {
     await app.tokens.getToken()
     t.equal((await app.inject('/profile/warm-up')).statusCode, 200)
     // The callers' waits run on real timers: a busy machine that holds this process still for long enough ends them.
-    const stalls = monitorEventLoopDelay({ resolution: 10 })
-    stalls.enable()
+    const meter = stallMeter()
     const started = performance.now()
     const answers = await Promise.all(usernames(4).map(async (name) => {
       const answer = await app.inject(`/profile/${name}`)
       return { answer, ms: performance.now() - started }
     }))
-    stalls.disable()
+    const stalledMs = meter.stop()
     const early = answers.filter(({ answer, ms }) => answer.statusCode !== 200 && ms < timeoutMs / 2)
     t.same(early.map(({ answer }) => answer.statusCode), [], 'no caller refused before half its time, whatever the machine')
-    const stalledMs = stalls.max / 1e6
     if (stalledMs >= timeoutMs / 2) {
       t.comment(`this process stood still ${stalledMs.toFixed(0)} ms of the callers' ${timeoutMs}: their waits may end unsent`)
       return
