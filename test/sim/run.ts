@@ -1,5 +1,5 @@
 import { send, type Answer } from './answers.ts'
-import type { Fleet } from './fleet.ts'
+import type { Call, Fleet } from './fleet.ts'
 import { budgetWindows, callBound, expectedAnswer, hitFreshness, purgeKept, type Violation } from './invariants.ts'
 import type { Request, Schedule, Step } from './schedule.ts'
 
@@ -22,6 +22,8 @@ export interface RunResult {
   outcomes: StepOutcome[]
   violations: Violation[]
   upstreamCalls: Record<string, number>
+  /** Each upstream call, on the schedule's clock: when a bound broke, which calls broke it. */
+  callLog: Call[]
 }
 
 export async function runSchedule (fleet: Fleet, { settings, steps }: Schedule): Promise<RunResult> {
@@ -41,7 +43,7 @@ export async function runSchedule (fleet: Fleet, { settings, steps }: Schedule):
     outcomes.push(outcome)
     violations.push(...callBound(fleet, settings, index), ...budgetWindows(fleet, settings, index))
   }
-  return { outcomes, violations: firstOfEach(violations), upstreamCalls: Object.fromEntries(fleet.sim.stats.calls) }
+  return { outcomes, violations: firstOfEach(violations), upstreamCalls: Object.fromEntries(fleet.sim.stats.calls), callLog: [...fleet.calls] }
 }
 
 async function perform (fleet: Fleet, step: Step, outcome: StepOutcome): Promise<Answer[]> {
