@@ -16,7 +16,7 @@ local claimed = redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3], 'NX') and 1 o
 return {entry, mark, claimed}`
 
 /**
- * Stores a fill unless a newer one is there already (instances may finish loads out of order), as
+ * Stores a fill unless a newer fresh one is there already (instances may finish loads out of order), as
  * stale if the purge mark (KEYS[2]) is no longer the one the load read when it started (a purge came
  * since: Redis orders the two, no clock does), and lets Redis expire it when it can no longer be served.
  * Stored stale is "fresh until it was stored": stale for every instance, whatever its clock. An entry handed back
@@ -36,7 +36,9 @@ local function store ()
   local handedBack = ARGV[5] == '${HANDED_BACK}'
   -- Before the times: the same version, stored by another instance, is stamped by that instance's estimate of Redis's clock.
   if handedBack and previous[1] and previous[2] == ARGV[3] then return previous[3], false end
-  if previous[1] and tonumber(previous[1]) > tonumber(ARGV[4]) then return false, false end
+  -- A newer fill is kept, unless purged or stored stale ('f' no later than 't'): stamped by an instance whose estimate
+  -- of Redis's clock ran ahead, it would refuse every revalidation, each stale read calling the upstream again.
+  if previous[1] and tonumber(previous[1]) > tonumber(ARGV[4]) and tonumber(previous[3]) > tonumber(previous[1]) then return false, false end
   local freshUntil = ARGV[6]
   if handedBack then freshUntil = ARGV[4] end
   local purged = redis.call('GET', KEYS[2])

@@ -189,3 +189,22 @@ t.test('a purge whose event an instance missed frees its hold once its bus is ba
   t.equal(calls(), 3, 'the purge led to one load on B')
   t.equal((await b.inject('/profile/missed')).headers['x-cache'], 'HIT')
 })
+
+t.test('a purged entry stamped ahead by an instance whose estimate of Redis\'s clock ran ahead is replaced by the next revalidation, not revalidated at every read', async (t) => {
+  const { app: ahead, another, sim, clock } = await cacheStack(t, { env: { ADMIN_TOKEN, PROFILE_TTL_SECONDS: '10' } })
+  const behind = await another()
+  // The first instance takes Redis's clock 500 ms ahead of the second's estimate (a re-measure after a pause can leave that).
+  oneRedisClock({ apps: [behind, ahead], sim, clock })
+  const redisNow = Math.round(clock.now() - (behind.redisLayer?.clock.toLocal(0) ?? 0)) + 500
+  ahead.redisLayer?.clock.sync([String(Math.floor(redisNow / 1000)), String((redisNow % 1000) * 1000)], clock.now(), clock.now())
+  const calls = (): number => sim.callsFor('profile', 'skewed')
+  t.equal((await ahead.inject('/profile/skewed')).headers['x-cache'], 'MISS')
+  const purge = await ahead.inject({ method: 'POST', url: '/admin/purge/skewed', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+  t.equal(purge.statusCode, 200)
+  for (let read = 0; read < 5; read++) {
+    await behind.inject('/profile/skewed')
+    await behind.cacheLoads.settled(10_000)
+  }
+  t.equal(calls(), 2, 'one revalidation after the purge, its fill stored')
+  t.equal((await behind.inject('/profile/skewed')).headers['x-cache'], 'HIT')
+})
