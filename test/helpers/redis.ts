@@ -124,3 +124,16 @@ export async function busInstance (t: TestContext, channel: string): Promise<{ r
 export function tokenKeyOf (config: Pick<Config, 'CACHE_KEY_PREFIX' | 'CLIENT_SECRET'>): string {
   return sharedTokenKey(config.CACHE_KEY_PREFIX, new TokenCipher(config.CLIENT_SECRET))
 }
+
+/**
+ * The instances take the first one's estimate of Redis's clock, `aheadMs` ahead for the others, as running clocks agree
+ * within a millisecond or two (test/redis/health.ts): a test's clock stands still while Redis's runs, so each would be
+ * off by the real time between their connections (a loaded machine put 200 ms between three).
+ */
+export function oneRedisClock (apps: readonly FastifyInstance[], now: number, aheadMs = 0): void {
+  const first = apps[0]?.redisLayer?.clock
+  if (first === undefined) return
+  const redisNow = Math.round(now - first.toLocal(0)) + aheadMs
+  const time: [string, string] = [String(Math.floor(redisNow / 1000)), String((redisNow % 1000) * 1000)]
+  for (const app of apps.slice(1)) app.redisLayer?.clock.sync(time, now, now)
+}

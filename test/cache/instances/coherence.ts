@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { cacheStack, eventually, metric, parseMetrics, rawRedis, RedisServer } from '../../helper.ts'
+import { cacheStack, eventually, metric, oneRedisClock, parseMetrics, rawRedis, RedisServer } from '../../helper.ts'
 
 const ADMIN_TOKEN = 'coherence-admin-token'
 const authorized = { authorization: `Bearer ${ADMIN_TOKEN}` }
@@ -48,4 +48,19 @@ t.test('a purge whose event is lost: the other instance answers STALE within the
   clock.advance(1)
   t.equal(await xCache(b, 'alice'), 'STALE', 'at the copies\' 2 s bound, Redis is read: STALE')
   t.equal(await purgesApplied(b), 0, 'no event was heard')
+})
+
+t.test('a purged entry stamped by an instance whose estimate of Redis\'s clock runs ahead is replaced by the next revalidation, not revalidated at every read', async (t) => {
+  const { app: behind, another, sim, clock } = await cacheStack(t, { env: { ADMIN_TOKEN, PROFILE_TTL_SECONDS: '10' } })
+  const ahead = await another()
+  // 500 ms ahead of the first's estimate: what a re-measure after a Redis pause can leave (test/sim's seed 50).
+  oneRedisClock([behind, ahead], clock.now(), 500)
+  t.equal(await xCache(ahead, 'skewed'), 'MISS')
+  await purge(ahead, 'skewed')
+  for (let read = 0; read < 5; read++) {
+    await xCache(behind, 'skewed')
+    await behind.cacheLoads.settled(10_000)
+  }
+  t.equal(sim.callsFor('profile', 'skewed'), 2, 'one revalidation after the purge, its fill stored')
+  t.equal(await xCache(behind, 'skewed'), 'HIT')
 })
