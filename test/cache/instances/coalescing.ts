@@ -2,7 +2,7 @@ import t from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { profileOf } from '../../../dev/profiles.ts'
 import { loadBudget } from '../../../src/load-budget.ts'
-import { cacheStack, eventually, gate, metric, parseMetrics, rawRedis, settle } from '../../helper.ts'
+import { cacheStack, eventually, excusable, gate, metric, parseMetrics, rawRedis, settle } from '../../helper.ts'
 
 /** Requests of this instance that waited for a load another request started (here, or on another instance). */
 async function waiters (app: FastifyInstance): Promise<number> {
@@ -14,20 +14,25 @@ t.test('500 concurrent requests for one cold username on two instances sharing R
   // Time enough for a busy machine to bring the whole crowd to the load before any caller's deadline.
   const { app, sim, config, another } = await cacheStack(t, { gate: upstream, env: { UPSTREAM_TIMEOUT_MS: '30000' } })
   const second = await another()
-  upstream.hold()
-  const crowd: Array<Promise<LightMyRequestResponse>> = []
-  for (let i = 0; i < 500; i++) {
-    crowd.push((i % 2 === 0 ? app : second).inject('/profile/cold-crowd'))
-    // Arriving a few dozen at a time, as over sockets: one burst of 500 blocks the event loop past Redis's command timeout.
-    if (i % 50 === 49) await settle()
-  }
-  const answering = Promise.all(crowd)
-  // The load is held until every other request waits for it, however long the machine takes to bring them there.
-  await eventually(async () => upstream.held() === 1 && await waiters(app) + await waiters(second) === 499, 'the crowd waiting for one load',
-    loadBudget(config).callerLoadMs)
-  upstream.release()
-  const answers = await answering
-  t.equal(sim.callsFor('profile', 'cold-crowd'), 1)
+  // The owner's lock is renewed every third of its second: a process that stands still longer may lose it, and the
+  // other instance load too, as docs/design.md allows (one call an instance at most). Strict otherwise.
+  const { value: answers, excused } = await excusable([app, second], async () => {
+    upstream.hold()
+    const crowd: Array<Promise<LightMyRequestResponse>> = []
+    for (let i = 0; i < 500; i++) {
+      crowd.push((i % 2 === 0 ? app : second).inject('/profile/cold-crowd'))
+      // Arriving a few dozen at a time, as over sockets: one burst of 500 blocks the event loop past Redis's command timeout.
+      if (i % 50 === 49) await settle()
+    }
+    const answering = Promise.all(crowd)
+    // The load is held until every other request waits for it, however long the machine takes to bring them there.
+    await eventually(async () => upstream.held() === 1 && await waiters(app) + await waiters(second) === 499, 'the crowd waiting for one load',
+      loadBudget(config).callerLoadMs)
+    upstream.release()
+    return await answering
+  })
+  const calls = sim.callsFor('profile', 'cold-crowd')
+  t.ok(calls === 1 || (excused && calls === 2), `${calls} upstream calls${excused ? ' (the process stalled: one an instance at most)' : ''}`)
   t.same(new Set(answers.map((res) => res.statusCode)), new Set([200]))
   t.same(new Set(answers.map((res) => res.body)), new Set([JSON.stringify({ user: profileOf('cold-crowd') })]))
   t.same(new Set(answers.map((res) => res.headers['x-cache'])), new Set(['MISS']), 'every waiter got the load it waited for')
