@@ -33,9 +33,11 @@ export function budgetMetrics (registry: Registry): BudgetTelemetry {
   })
   const instances = new Gauge({
     name: `${PREFIX}fleet_instances`,
-    help: 'The instances the budget is shared by: the live count while Redis is up, else the larger of the largest count Redis answered in the last 3 s and UPSTREAM_EXPECTED_INSTANCES',
+    help: 'The instances the budget is shared by: the live count while Redis is up, else the larger of the largest count Redis answered in the last 3 s and UPSTREAM_EXPECTED_INSTANCES; no sample when unlimited',
     registers
   })
+  // A gauge without labels starts at 0: no sample until the first count, rather than 0 instances while unlimited.
+  instances.remove()
   // Series an operator alerts on exist from the start, at zero.
   for (const priority of PRIORITIES) dropped.labels(priority, priority === 'caller' ? 'deadline' : 'queue_full').inc(0)
   return {

@@ -64,7 +64,10 @@ t.test('an upstream 429 halves the budget, which /readyz and the metrics report'
   t.equal(metric(metrics, 'pbff_upstream_budget_rps', { scope: 'instance' }), 10)
 })
 
-t.test('without UPSTREAM_MAX_RPS the budget is unlimited: /readyz names none', async (t) => {
+t.test('without UPSTREAM_MAX_RPS the budget is unlimited: /readyz and the metrics name none', async (t) => {
   const { app } = await stack(t)
+  await app.inject('/profile/unbudgeted')
   t.notOk('upstreamBudgetRps' in (await app.inject('/readyz')).json())
+  const names = new Set(parseMetrics((await app.inject('/metrics')).body).map((sample) => sample.name))
+  for (const name of ['pbff_upstream_budget_rps', 'pbff_upstream_budget_fleet_instances']) t.notOk(names.has(name), `no ${name} sample`)
 })
