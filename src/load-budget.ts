@@ -30,6 +30,11 @@ export interface LoadBudget {
   maxClaims: number
   /** How long a purge is remembered for the loads that started before it: longer than such a load may last. */
   purgeMemoryMs: number
+  /**
+   * What a shutdown must leave the loads under way for every sent call to end: a call may be sent up to `callerMs`
+   * into its load (a revalidation's deadline; a caller's comes earlier), then run `callerMs`.
+   */
+  drainMs: number
 }
 
 const MARGIN_MS = 1_000
@@ -55,7 +60,8 @@ export function loadBudget ({ UPSTREAM_TIMEOUT_MS: timeoutMs }: Pick<Config, 'UP
     loadMs,
     lockTtlMs: LOCK_TTL_MS,
     maxClaims: Math.ceil(loadMs / LOCK_TTL_MS),
-    purgeMemoryMs: 2 * loadMs
+    purgeMemoryMs: 2 * loadMs,
+    drainMs: 2 * timeoutMs
   }
 }
 

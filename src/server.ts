@@ -4,6 +4,7 @@ import closeWithGrace from 'close-with-grace'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig, type Config } from './config.ts'
+import { loadBudget } from './load-budget.ts'
 import { BatchedLogOutput, loggerOptions } from './logging/logging.ts'
 import { tracingConfigured } from './telemetry/tracing.ts'
 import { warmUp } from './warm-up.ts'
@@ -76,6 +77,11 @@ closeWithGrace({
 
 if ('ms' in warmed) app.log.info({ ms: warmed.ms }, 'warmed up: the request path is compiled')
 else app.log.warn({ err: warmed.error }, 'warm-up skipped: the first requests run on code not compiled yet')
+const { drainMs } = loadBudget(config)
+if (config.SHUTDOWN_TIMEOUT_MS < drainMs) {
+  app.log.warn({ shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS, drainMs },
+    'SHUTDOWN_TIMEOUT_MS is under twice UPSTREAM_TIMEOUT_MS: a shutdown may abandon an upstream call sent late, and its username is loaded again')
+}
 try {
   await app.listen({ host: config.HOST, port: config.PORT })
 } catch (error) {

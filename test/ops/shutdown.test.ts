@@ -79,6 +79,7 @@ async function refused (port: number): Promise<boolean> {
 t.test('SIGHUP, SIGQUIT and SIGUSR2 do not stop the service; with SHUTDOWN_DELAY_MS=0, on SIGTERM the server stops accepting at once, finishes the requests in flight, closes and exits 0', async (t) => {
   const sim = await simulator(t)
   const server = await startServer(t, sim, { SHUTDOWN_DELAY_MS: '0' })
+  t.notOk(logged(server.lines, 'SHUTDOWN_TIMEOUT_MS is under'), 'the defaults leave a sent call time to end: no warning')
   for (const signal of ['SIGHUP', 'SIGQUIT', 'SIGUSR2'] as const) {
     server.child.kill(signal)
     await eventually(() => logged(server.lines, 'signal ignored: only SIGTERM or SIGINT stops the service', { signal }), `${signal} logged as ignored`)
@@ -123,6 +124,7 @@ t.test('requests still running after SHUTDOWN_TIMEOUT_MS are abandoned and the p
   const sim = await simulator(t)
   sim.failNext({ kind: 'hang' })
   const server = await startServer(t, sim, { SHUTDOWN_DELAY_MS: '0', SHUTDOWN_TIMEOUT_MS: '300' })
+  t.ok(logged(server.lines, 'SHUTDOWN_TIMEOUT_MS is under twice UPSTREAM_TIMEOUT_MS', { shutdownTimeoutMs: 300, drainMs: 10_000 }), 'the start warns of it')
   const pending = request(`${server.url}/profile/slowpoke`).then(() => 'answered', () => 'abandoned')
   await eventually(() => sim.stats.dataCalls === 1, 'the request reached the upstream')
   server.child.kill('SIGTERM')
