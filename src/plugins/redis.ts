@@ -56,6 +56,9 @@ async function redis (app: FastifyInstance, { now = steadyNow }: RedisPluginOpti
       else app.log.warn({ err: cause }, 'redis is down: serving from the in-process cache')
     }
   })
+  // Said when events that reached this instance stop: not before the first subscription, nor at its own close.
+  let eventsReached = false
+  let closing = false
   const bus = new RedisBus({
     publisher: client,
     health,
@@ -64,7 +67,8 @@ async function redis (app: FastifyInstance, { now = steadyNow }: RedisPluginOpti
     onError,
     onChange: (ready) => {
       app.telemetry.bus.up(ready)
-      if (!ready) app.log.info('redis events lost: copies last their 2 s bound, lock waiters look again after a lock\'s lifetime')
+      if (!ready && eventsReached && !closing) app.log.info('redis events lost: copies last their 2 s bound, lock waiters look again after a lock\'s lifetime')
+      eventsReached = ready
     },
     purgeTiming: { clock, observe: app.telemetry.bus.purgePropagation }
   })
@@ -79,6 +83,7 @@ async function redis (app: FastifyInstance, { now = steadyNow }: RedisPluginOpti
   membership?.start()
   app.decorate<RedisLayer>('redisLayer', { client, health, clock, bus, lock, ...(membership !== undefined && { membership }) })
   app.addHook('onClose', async () => {
+    closing = true
     await membership?.close()
     health.close()
     await bus.close()

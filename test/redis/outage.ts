@@ -75,6 +75,21 @@ t.test('Redis unreachable from the start: the service serves from the in-process
   t.same((await app.inject('/readyz')).json().redis, 'down')
 })
 
+t.test('"redis events lost" is said when the events stop reaching the instance: not at its start, nor at its close', async (t) => {
+  const redis = await RedisServer.start(t)
+  const { logger, lines } = capturedLogger()
+  const { app } = await stack(t, { env: { REDIS_URL: redis.url }, logger })
+  const lost = (): number => lines.filter((line) => String(line.msg).startsWith('redis events lost')).length
+  await eventually(async () => (await app.inject('/readyz')).json().bus === 'up', 'the events reaching it')
+  t.equal(lost(), 0, 'nothing said at the start')
+  await redis.stop()
+  await eventually(() => lost() === 1, 'said once Redis is gone')
+  await redis.start()
+  await eventually(async () => (await app.inject('/readyz')).json().bus === 'up', 'the events reaching it again')
+  await app.close()
+  t.equal(lost(), 1, 'nothing more said at the close')
+})
+
 t.test('Redis refusing this instance (a wrong password) is said once at warn, with Redis\'s reason, never the password', async (t) => {
   const redis = await RedisServer.start(t, ['--requirepass', 'right-password'])
   const { logger, lines, raw } = capturedLogger()
