@@ -73,6 +73,8 @@ async function upstream (app: FastifyInstance, { now = steadyNow, socketPath }: 
   const clientLog = app.log.child({ component: 'upstream-client' })
   const limiter = new ConcurrencyLimiter({ concurrency: config.UPSTREAM_MAX_CONCURRENCY })
   telemetry.upstreamLimiter(() => ({ inFlight: limiter.running, queued: limiter.queued }))
+  const breaker = new CircuitBreaker({ telemetry, now })
+  telemetry.upstreamBreaker(() => breaker.state)
   const client = new UpstreamClient({
     dispatcher: upstreamPool,
     basePath: trimSlash(base.pathname),
@@ -81,7 +83,7 @@ async function upstream (app: FastifyInstance, { now = steadyNow, socketPath }: 
     callerMs: limits.callerMs,
     limiter,
     latency: new RecentLatency(limits.callerLoadMs),
-    breaker: new CircuitBreaker({ telemetry, now }),
+    breaker,
     backoff: new BackoffWindow({
       ...(redisLayer !== undefined && {
         shared: {

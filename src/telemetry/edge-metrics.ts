@@ -17,6 +17,8 @@ export interface EdgeMetrics {
   breaker: (state: BreakerState) => void
   /** The limiter to read when the metrics are rendered. */
   upstreamLimiter: (held: () => CallsHeld) => void
+  /** The breaker to read when the metrics are rendered: it goes from open to half open with time, not with a call. */
+  upstreamBreaker: (state: () => BreakerState) => void
 }
 
 /** The upstream edge, as prom-client metrics in `registry`: the limiter's gauges read when rendered, no sample before there is one. */
@@ -31,11 +33,14 @@ export function edgeMetrics (registry: Registry): EdgeMetrics {
     registers
   })
   const backoffWindows = new Counter({ name: `${PREFIX}backoff_windows_total`, help: 'Back-off windows entered', registers })
+  let readBreaker: (() => BreakerState) | undefined
   const breakerGauge = new Gauge({
     name: `${PREFIX}breaker_state`,
     help: 'The upstream circuit breaker: 1 for its current state (closed, open, half_open), 0 for the others',
     labelNames: ['state'],
-    registers
+    registers,
+    // Read, an open breaker whose time is up moves to half open, and reports it (breaker, below).
+    collect: () => { readBreaker?.() }
   })
   const breakerOpenings = new Counter({ name: `${PREFIX}breaker_openings_total`, help: 'Times the upstream circuit breaker opened', registers })
   const held = readGauges<CallsHeld>(registry, PREFIX)
@@ -55,6 +60,7 @@ export function edgeMetrics (registry: Registry): EdgeMetrics {
       backoffActive.set(active ? 1 : 0)
     },
     breaker,
-    upstreamLimiter: held.readFrom
+    upstreamLimiter: held.readFrom,
+    upstreamBreaker: (read) => { readBreaker = read }
   }
 }

@@ -77,6 +77,7 @@ export class PrometheusTelemetry implements Telemetry {
   readonly breaker: (state: BreakerState) => void
   /** The upstream concurrency limiter, read when the metrics are rendered. */
   readonly upstreamLimiter: EdgeMetrics['upstreamLimiter']
+  readonly upstreamBreaker: EdgeMetrics['upstreamBreaker']
   readonly #redisUp: Gauge
   readonly #budget: BudgetTelemetry
   readonly budgetInstances = (count: number): void => { this.#budget.budgetInstances(count) }
@@ -98,6 +99,7 @@ export class PrometheusTelemetry implements Telemetry {
     this.backoff = edge.backoff
     this.breaker = edge.breaker
     this.upstreamLimiter = edge.upstreamLimiter
+    this.upstreamBreaker = edge.upstreamBreaker
     const registers = [this.#registry]
     const enableExemplars = exemplar !== undefined
     this.contentType = this.#registry.contentType

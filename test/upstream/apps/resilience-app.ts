@@ -47,6 +47,18 @@ t.test('429 with Retry-After in seconds opens a back-off window: no call until i
   t.equal(sim.stats.dataCalls, 2)
 })
 
+t.test('pbff_upstream_breaker_state follows the breaker with no call: open, then half open once its second is up', async (t) => {
+  const clock = new Clock()
+  const { app, sim } = await stack(t, { now: clock.now })
+  sim.failAlways({ kind: 'status', status: 500 })
+  for (let i = 0; i < BREAKER_FAILURE_THRESHOLD; i++) await app.inject(`/profile/failing-${i}`)
+  t.equal(await breakerState(app), 'open')
+  clock.advance(1_000)
+  t.equal(await breakerState(app), 'half_open', 'an idle instance reports its probe due')
+  t.equal((await app.inject('/readyz')).json().breaker, 'half_open', 'as /readyz does')
+  t.equal(sim.stats.dataCalls, BREAKER_FAILURE_THRESHOLD, 'no call made meanwhile')
+})
+
 // The app's clock is steady (steady-clock.ts): after a step of the host's clock since the start it is apart from the
 // wall time an HTTP date is written in, here by an hour either way (moved through performance.now, which it reads).
 for (const apartMs of [0, 3_600_000, -3_600_000]) {
