@@ -1,5 +1,6 @@
 import { ProfileBffError, type DataOperation, type ErrorCode } from './errors.ts'
 import type { operations } from './openapi.ts'
+import { assertWellFormed, usernameSegment } from './username.ts'
 
 type Body<O extends DataOperation> = operations[O]['responses'][200]['content']['application/json']
 
@@ -32,7 +33,10 @@ export interface ClientOptions {
   maxHeld?: number
 }
 
-/** The routes as functions. Every call revalidates the version it holds (If-None-Match) and throws ProfileBffError when not 200/304. */
+/**
+ * The routes as functions. Every call revalidates the version it holds (If-None-Match) and throws ProfileBffError when not 200/304;
+ * a username that cannot reach the service intact (`.` or `..` on a path, a lone surrogate) throws INVALID_USERNAME before any request.
+ */
 export interface ProfileBffClient {
   profile: (username: string) => Promise<Answer<ProfileBody>>
   timeline: (username: string) => Promise<Answer<TimelineBody>>
@@ -86,12 +90,12 @@ export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(
     if (held.size > maxHeld) held.delete(held.keys().next().value as string)
   }
 
-  const segment = encodeURIComponent
   return {
-    profile: async (username) => await get(`/profile/${segment(username)}`),
-    timeline: async (username) => await get(`/profile/${segment(username)}/timeline`),
-    field: async (username, query) => await get(`/user/${segment(username)}?query=${segment(query)}`),
+    profile: async (username) => await get(`/profile/${usernameSegment(username)}`),
+    timeline: async (username) => await get(`/profile/${usernameSegment(username)}/timeline`),
+    field: async (username, query) => await get(`/user/${usernameSegment(username)}?query=${encodeURIComponent(query)}`),
     profiles: async (usernames, { fields } = {}) => {
+      for (const username of usernames) assertWellFormed(username)
       const query = new URLSearchParams(usernames.map((username): [string, string] => ['username', username]))
       if (fields !== undefined && fields.length > 0) query.set('fields', fields.join(','))
       return await get(`/profiles?${query.toString()}`)

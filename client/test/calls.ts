@@ -3,14 +3,8 @@ import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { profileOf, timelineOf } from '../../dev/profiles.ts'
 import { stack } from '../../test/helper.ts'
-import { createClient, ProfileBffError, type ServiceErrorCode } from '../src/index.ts'
-
-/** The error a call fails with (and a failed assertion if it does not fail). */
-async function failure (call: Promise<unknown>): Promise<ProfileBffError> {
-  const outcome = await call.then(() => undefined, (error: unknown) => error)
-  if (!(outcome instanceof ProfileBffError)) throw new Error(`expected a ProfileBffError, got ${String(outcome)}`)
-  return outcome
-}
+import { createClient, type ServiceErrorCode } from '../src/index.ts'
+import { failure } from './helpers.ts'
 
 async function listening (t: Test, env: Record<string, string> = {}) {
   const { app, sim } = await stack(t, { env })
