@@ -45,7 +45,8 @@ export interface ProfileBffClient {
   profiles: (usernames: readonly string[], options?: { fields?: readonly FieldQuery[] }) => Promise<Answer<BatchBody>>
 }
 
-interface Held { etag: string, data: unknown }
+/** The body's text, not its parse: each answer gets a fresh copy, so a caller editing its data changes no later answer. */
+interface Held { etag: string, text: string }
 
 export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(globalThis), maxHeld = 500 }: ClientOptions): ProfileBffClient {
   const base = baseUrl.replace(/\/+$/, '')
@@ -73,13 +74,14 @@ export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(
     })
     if (response.status === 304 && known !== undefined) {
       remember(url, known)
-      return answer(known.data, 304)
+      return answer(JSON.parse(known.text), 304)
     }
-    const body: unknown = await response.json().catch(() => undefined)
+    const text = await response.text().catch(() => '')
+    const body = jsonOf(text)
     if (response.status !== 200) throw errorOf(response, body)
     if (body === undefined) throw new ProfileBffError('UNEXPECTED_RESPONSE', 200, 'The answer is not JSON', response.headers)
     const etag = response.headers.get('etag')
-    if (etag !== null) remember(url, { etag, data: body })
+    if (etag !== null) remember(url, { etag, text })
     return answer(body, 200)
   }
 
@@ -100,6 +102,14 @@ export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(
       if (fields !== undefined && fields.length > 0) query.set('fields', fields.join(','))
       return await get(`/profiles?${query.toString()}`)
     }
+  }
+}
+
+function jsonOf (text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
   }
 }
 

@@ -2,5 +2,6 @@
 import './calls.ts'
 import './dist.ts'
 import './parse-profile.ts'
+import './revalidation.ts'
 import './types-drift.ts'
 import './usernames.ts'
