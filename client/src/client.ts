@@ -1,28 +1,8 @@
-import { ProfileBffError, type DataOperation, type ErrorCode } from './errors.ts'
-import type { operations } from './openapi.ts'
+import { answerOf, type Answer } from './answer.ts'
+import { batchPaths, mergedAnswer } from './batch.ts'
+import type { BatchBody, FieldBody, FieldQuery, ProfileBody, TimelineBody } from './bodies.ts'
+import { ProfileBffError, type ErrorCode } from './errors.ts'
 import { assertWellFormed, usernameSegment } from './username.ts'
-
-type Body<O extends DataOperation> = operations[O]['responses'][200]['content']['application/json']
-
-export type ProfileBody = Body<'getProfile'>
-export type ProfileUser = ProfileBody['user']
-export type TimelineBody = Body<'getTimeline'>
-export type FieldBody = Body<'getField'>
-export type BatchBody = Body<'getProfiles'>
-/** A `query` value of the field route (also a `fields` value of the batch): one of the ten fields, lower case (the service takes any case). */
-export type FieldQuery = operations['getField']['parameters']['query']['query']
-export type CacheState = NonNullable<operations['getProfile']['responses'][200]['headers']['x-cache']>
-
-/** An answer: its body, and what the caching headers said about it. */
-export interface Answer<T> {
-  data: T
-  /** 304: the version held here was still current; `data` is that version. */
-  status: 200 | 304
-  etag: string | undefined
-  cache: CacheState | undefined
-  serverTiming: string | undefined
-  requestId: string | undefined
-}
 
 export interface ClientOptions {
   /** Where the service answers, e.g. `https://profiles.example` (a path prefix is kept). */
@@ -41,7 +21,11 @@ export interface ProfileBffClient {
   profile: (username: string) => Promise<Answer<ProfileBody>>
   timeline: (username: string) => Promise<Answer<TimelineBody>>
   field: (username: string, query: FieldQuery) => Promise<Answer<FieldBody>>
-  /** 1 to 50 usernames; each one lands under `data.profiles` or `data.errors`. */
+  /**
+   * Each distinct username lands under `data.profiles` or `data.errors`. Over 50 of them (or over about 7,000 octets of
+   * query) are sent as several batches in parallel, merged into one answer: 304 only when every batch was, `cache` the
+   * least fresh of theirs, `etag` undefined, `serverTiming` and `requestId` theirs joined by `, `. One batch answers as it is.
+   */
   profiles: (usernames: readonly string[], options?: { fields?: readonly FieldQuery[] }) => Promise<Answer<BatchBody>>
 }
 
@@ -64,17 +48,9 @@ export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(
     } catch (error) {
       throw new ProfileBffError('NETWORK_ERROR', 0, 'The service could not be reached', undefined, { cause: error })
     }
-    const answer = (data: unknown, status: 200 | 304): Answer<T> => ({
-      data: data as T,
-      status,
-      etag: response.headers.get('etag') ?? undefined,
-      cache: (response.headers.get('x-cache') ?? undefined) as CacheState | undefined,
-      serverTiming: response.headers.get('server-timing') ?? undefined,
-      requestId: response.headers.get('x-request-id') ?? undefined
-    })
     if (response.status === 304 && known !== undefined) {
       remember(url, known)
-      return answer(JSON.parse(known.text), 304)
+      return answerOf(JSON.parse(known.text), 304, response.headers)
     }
     const text = await response.text().catch(() => '')
     const body = jsonOf(text)
@@ -82,7 +58,7 @@ export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(
     if (body === undefined) throw new ProfileBffError('UNEXPECTED_RESPONSE', 200, 'The answer is not JSON', response.headers)
     const etag = response.headers.get('etag')
     if (etag !== null) remember(url, { etag, text })
-    return answer(body, 200)
+    return answerOf(body, 200, response.headers)
   }
 
   function remember (url: string, version: Held): void {
@@ -98,9 +74,7 @@ export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(
     field: async (username, query) => await get(`/user/${usernameSegment(username)}?query=${encodeURIComponent(query)}`),
     profiles: async (usernames, { fields } = {}) => {
       for (const username of usernames) assertWellFormed(username)
-      const query = new URLSearchParams(usernames.map((username): [string, string] => ['username', username]))
-      if (fields !== undefined && fields.length > 0) query.set('fields', fields.join(','))
-      return await get(`/profiles?${query.toString()}`)
+      return mergedAnswer(await Promise.all(batchPaths(usernames, fields).map(async (path) => await get<BatchBody>(path))))
     }
   }
 }

@@ -1,4 +1,4 @@
-import type { ProfileUser } from './client.ts'
+import type { ProfileUser } from './bodies.ts'
 
 /** A profile with the documented text formats read: numbers as numbers, text trimmed; `null` where a value does not parse. */
 export interface ParsedProfile {
