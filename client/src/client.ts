@@ -11,41 +11,51 @@ export interface ClientOptions {
   fetch?: typeof fetch
   /** Versions kept for ETag revalidation (the least recently used go first); 0 turns revalidation off. */
   maxHeld?: number
+  /** Each call's bound, in ms: past it the call rejects with a `TimeoutError` DOMException. Default: none. */
+  timeoutMs?: number
 }
+
+/**
+ * An aborted call rejects with the signal's reason (an `AbortError` DOMException unless given another), never with
+ * NETWORK_ERROR, so that a cancellation or a timeout can be told from an outage.
+ */
+export interface CallOptions { signal?: AbortSignal }
 
 /**
  * The routes as functions. Every call revalidates the version it holds (If-None-Match) and throws ProfileBffError when not 200/304;
  * a username that cannot reach the service intact (`.` or `..` on a path, a lone surrogate) throws INVALID_USERNAME before any request.
  */
 export interface ProfileBffClient {
-  profile: (username: string) => Promise<Answer<ProfileBody>>
-  timeline: (username: string) => Promise<Answer<TimelineBody>>
-  field: (username: string, query: FieldQuery) => Promise<Answer<FieldBody>>
+  profile: (username: string, options?: CallOptions) => Promise<Answer<ProfileBody>>
+  timeline: (username: string, options?: CallOptions) => Promise<Answer<TimelineBody>>
+  field: (username: string, query: FieldQuery, options?: CallOptions) => Promise<Answer<FieldBody>>
   /**
    * Each distinct username lands under `data.profiles` or `data.errors`. Over 50 of them (or over about 7,000 octets of
    * query) are sent as several batches in parallel, merged into one answer: 304 only when every batch was, `cache` the
    * least fresh of theirs, `etag` undefined, `serverTiming` and `requestId` theirs joined by `, `. One batch answers as it is.
    */
-  profiles: (usernames: readonly string[], options?: { fields?: readonly FieldQuery[] }) => Promise<Answer<BatchBody>>
+  profiles: (usernames: readonly string[], options?: CallOptions & { fields?: readonly FieldQuery[] }) => Promise<Answer<BatchBody>>
 }
 
 /** The body's text, not its parse: each answer gets a fresh copy, so a caller editing its data changes no later answer. */
 interface Held { etag: string, text: string }
 
-export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(globalThis), maxHeld = 500 }: ClientOptions): ProfileBffClient {
+export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(globalThis), maxHeld = 500, timeoutMs }: ClientOptions): ProfileBffClient {
   const base = baseUrl.replace(/\/+$/, '')
   const held = new Map<string, Held>()
 
-  async function get<T> (path: string): Promise<Answer<T>> {
+  async function get<T> (path: string, { signal: callerSignal }: CallOptions = {}): Promise<Answer<T>> {
     const url = `${base}${path}`
+    const signal = signalOf(callerSignal, timeoutMs)
     const known = held.get(url)
     const headers: Record<string, string> = { accept: 'application/json' }
     if (known !== undefined) headers['if-none-match'] = known.etag
     let response: Response
     try {
       // No cookies: the service holds no session, and `*` CORS answers refuse credentialed requests.
-      response = await fetchFn(url, { headers, credentials: 'omit' })
+      response = await fetchFn(url, { headers, credentials: 'omit', signal })
     } catch (error) {
+      signal?.throwIfAborted()
       throw new ProfileBffError('NETWORK_ERROR', 0, 'The service could not be reached', undefined, { cause: error })
     }
     if (response.status === 304 && known !== undefined) {
@@ -53,6 +63,8 @@ export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(
       return answerOf(JSON.parse(known.text), 304, response.headers)
     }
     const text = await response.text().catch(() => '')
+    // A body cut short by the signal is a cancellation, not an answer that is not JSON.
+    signal?.throwIfAborted()
     const body = jsonOf(text)
     if (response.status !== 200) throw errorOf(response, body)
     if (body === undefined) throw new ProfileBffError('UNEXPECTED_RESPONSE', 200, 'The answer is not JSON', response.headers)
@@ -69,14 +81,21 @@ export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(
   }
 
   return {
-    profile: async (username) => await get(`/profile/${usernameSegment(username)}`),
-    timeline: async (username) => await get(`/profile/${usernameSegment(username)}/timeline`),
-    field: async (username, query) => await get(`/user/${usernameSegment(username)}?query=${encodeURIComponent(query)}`),
-    profiles: async (usernames, { fields } = {}) => {
+    profile: async (username, options) => await get(`/profile/${usernameSegment(username)}`, options),
+    timeline: async (username, options) => await get(`/profile/${usernameSegment(username)}/timeline`, options),
+    field: async (username, query, options) => await get(`/user/${usernameSegment(username)}?query=${encodeURIComponent(query)}`, options),
+    profiles: async (usernames, { fields, ...options } = {}) => {
       for (const username of usernames) assertWellFormed(username)
-      return mergedAnswer(await Promise.all(batchPaths(usernames, fields).map(async (path) => await get<BatchBody>(path))))
+      return mergedAnswer(await Promise.all(batchPaths(usernames, fields).map(async (path) => await get<BatchBody>(path, options))))
     }
   }
+}
+
+/** The caller's signal and the client's timeout as one; undefined when neither is set. */
+function signalOf (signal: AbortSignal | undefined, timeoutMs: number | undefined): AbortSignal | undefined {
+  const timeout = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs)
+  if (signal === undefined || timeout === undefined) return signal ?? timeout
+  return AbortSignal.any([signal, timeout])
 }
 
 function jsonOf (text: string): unknown {

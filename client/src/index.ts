@@ -1,7 +1,7 @@
 export { createClient } from './client.ts'
 export type { Answer, CacheState } from './answer.ts'
 export type { BatchBody, FieldBody, FieldQuery, ProfileBody, ProfileUser, TimelineBody } from './bodies.ts'
-export type { ClientOptions, ProfileBffClient } from './client.ts'
+export type { CallOptions, ClientOptions, ProfileBffClient } from './client.ts'
 export { ProfileBffError } from './errors.ts'
 export type { ClientErrorCode, ErrorCode, ServiceErrorCode } from './errors.ts'
 export { parseProfile } from './parse-profile.ts'
