@@ -1,4 +1,4 @@
-import type { operations } from './openapi.ts'
+import type { components, operations } from './openapi.ts'
 
 /** The operations this client calls: the data routes (the operational and admin ones are for operators). */
 export type DataOperation = 'getProfile' | 'getTimeline' | 'getField' | 'getProfiles'
@@ -9,9 +9,13 @@ type ErrorBodyOf<O extends Operation> = {
     : Responses<O>[S] extends { content: { 'application/json': infer Body } } ? Body : never
 }[keyof Responses<O>]
 
-/** Every error code the service documents for the routes this client calls (a batch member's included). */
+/** A path no route has: no data route documents it, but every call meets it when `baseUrl` is wrong. */
+type RouteNotFoundCode = components['responses']['NotFound']['content']['application/json']['code']
+
+/** Every error code the service documents for the routes this client calls (a batch member's included), and NOT_FOUND. */
 export type ServiceErrorCode =
-  | { [O in Operation]: ErrorBodyOf<O> }[Operation] extends infer Body ? Body extends { code: infer Code } ? Code : never : never
+  | ({ [O in Operation]: ErrorBodyOf<O> }[Operation] extends infer Body ? Body extends { code: infer Code } ? Code : never : never)
+  | RouteNotFoundCode
 
 /** Failures found on this side: no answer at all, or an answer that is not the service's. */
 export type ClientErrorCode = 'NETWORK_ERROR' | 'UNEXPECTED_RESPONSE'

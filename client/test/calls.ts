@@ -3,14 +3,15 @@ import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { profileOf, timelineOf } from '../../dev/profiles.ts'
 import { stack } from '../../test/helper.ts'
-import { createClient, type ServiceErrorCode } from '../src/index.ts'
+import { createClient, type ErrorCode, type ServiceErrorCode } from '../src/index.ts'
 import { failure } from './helpers.ts'
 
 async function listening (t: Test, env: Record<string, string> = {}) {
   const { app, sim } = await stack(t, { env })
   await app.listen({ port: 0, host: '127.0.0.1' })
   const { port } = app.server.address() as AddressInfo
-  return { sim, client: createClient({ baseUrl: `http://127.0.0.1:${port}/` }) }
+  const baseUrl = `http://127.0.0.1:${port}/`
+  return { sim, baseUrl, client: createClient({ baseUrl }) }
 }
 
 t.test('profile, timeline, field and batch, with the caching headers', async (t) => {
@@ -60,6 +61,15 @@ t.test('errors are thrown typed by code, with the request id and Retry-After', a
   // @ts-expect-error a code the service does not document is not a ServiceErrorCode
   documented.push('NOT_A_CODE')
   t.equal(documented.length, 5)
+})
+
+t.test('a wrong baseUrl meets the service\'s NOT_FOUND, one of the typed codes', async (t) => {
+  const { baseUrl } = await listening(t)
+  const error = await failure(createClient({ baseUrl: `${baseUrl}api` }).profile('alice'))
+  // Type-checked (tsc checks this file): NOT_FOUND was thrown, but was not an ErrorCode.
+  const expected: ErrorCode = 'NOT_FOUND'
+  t.equal(error.code, expected)
+  t.equal(error.statusCode, 404)
 })
 
 t.test('no answer, or an answer that is not the service\'s, is an error too', async (t) => {
