@@ -1,19 +1,9 @@
 import { answerOf, type Answer } from './answer.ts'
 import { batchPaths, mergedAnswer } from './batch.ts'
 import type { BatchBody, FieldBody, FieldQuery, ProfileBody, TimelineBody } from './bodies.ts'
+import { assertValidOptions, type ClientOptions } from './client-options.ts'
 import { ProfileBffError, type ErrorCode } from './errors.ts'
 import { assertWellFormed, usernameSegment } from './username.ts'
-
-export interface ClientOptions {
-  /** Where the service answers, e.g. `https://profiles.example` (a path prefix is kept). */
-  baseUrl: string
-  /** Default: the global fetch (browsers, Node 18+). */
-  fetch?: typeof fetch
-  /** Versions kept for ETag revalidation (the least recently used go first); 0 turns revalidation off. */
-  maxHeld?: number
-  /** Each call's bound, in ms: past it the call rejects with a `TimeoutError` DOMException. Default: none. */
-  timeoutMs?: number
-}
 
 /**
  * An aborted call rejects with the signal's reason (an `AbortError` DOMException unless given another), never with
@@ -40,7 +30,10 @@ export interface ProfileBffClient {
 /** The body's text, not its parse: each answer gets a fresh copy, so a caller editing its data changes no later answer. */
 interface Held { etag: string, text: string }
 
-export function createClient ({ baseUrl, fetch: fetchFn = globalThis.fetch.bind(globalThis), maxHeld = 500, timeoutMs }: ClientOptions): ProfileBffClient {
+/** Throws a TypeError for an option that would remove a bound (a `maxHeld` or `timeoutMs` that is NaN, infinite or negative). */
+export function createClient (options: ClientOptions): ProfileBffClient {
+  assertValidOptions(options)
+  const { baseUrl, fetch: fetchFn = globalThis.fetch.bind(globalThis), maxHeld = 500, timeoutMs } = options
   const base = baseUrl.replace(/\/+$/, '')
   const held = new Map<string, Held>()
 
