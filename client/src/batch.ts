@@ -26,10 +26,18 @@ export function batchPaths (usernames: readonly string[], fields: readonly Field
   return chunks.map((params) => `/profiles?${queryOf(params)}`)
 }
 
-/** One answer of several batches: every profile and error; 304 only when all were; the least fresh `cache`; no `etag`. */
+/**
+ * One answer of several batches: every profile and error; 304 only when all were; no `etag`; `cache` and `cacheControl`
+ * the least fresh batch's, the largest `age`; `rateLimit` the one with the least remaining (the latest count).
+ */
 export function mergedAnswer (answers: ReadonlyArray<Answer<BatchBody>>): Answer<BatchBody> {
   const [only] = answers
   if (only !== undefined && answers.length === 1) return only
+  const freshness = ({ cache }: Answer<BatchBody>): number => cache === undefined ? FRESHNESS.length : FRESHNESS.indexOf(cache)
+  const leastFresh = answers.reduce((least, answer) => freshness(answer) < freshness(least) ? answer : least)
+  const ages = answers.flatMap(({ age }) => age === undefined ? [] : [age])
+  const [latestRateLimit] = answers.flatMap(({ rateLimit }) => rateLimit === undefined ? [] : [rateLimit])
+    .sort((one, other) => one.remaining - other.remaining)
   const joined = (values: Array<string | undefined>): string | undefined => values.some((value) => value !== undefined)
     ? values.filter((value) => value !== undefined).join(', ')
     : undefined
@@ -41,8 +49,11 @@ export function mergedAnswer (answers: ReadonlyArray<Answer<BatchBody>>): Answer
     status: answers.every(({ status }) => status === 304) ? 304 : 200,
     // No one ETag stands for several versions; each batch's own is still sent back by the next call.
     etag: undefined,
-    cache: FRESHNESS.find((state) => answers.some(({ cache }) => cache === state)),
+    cache: leastFresh.cache,
     serverTiming: joined(answers.map(({ serverTiming }) => serverTiming)),
-    requestId: joined(answers.map(({ requestId }) => requestId))
+    requestId: joined(answers.map(({ requestId }) => requestId)),
+    age: ages.length === 0 ? undefined : Math.max(...ages),
+    cacheControl: leastFresh.cacheControl,
+    rateLimit: latestRateLimit
   }
 }

@@ -21,8 +21,9 @@ export interface ProfileBffClient {
   field: (username: string, query: FieldQuery, options?: CallOptions) => Promise<Answer<FieldBody>>
   /**
    * Each distinct username lands under `data.profiles` or `data.errors`. Over 50 of them (or over about 7,000 octets of
-   * query) are sent as several batches in parallel, merged into one answer: 304 only when every batch was, `cache` the
-   * least fresh of theirs, `etag` undefined, `serverTiming` and `requestId` theirs joined by `, `. One batch answers as it is.
+   * query) are sent as several batches in parallel, merged into one answer: 304 only when every batch was, `cache` and
+   * `cacheControl` the least fresh batch's, `etag` undefined, `serverTiming` and `requestId` theirs joined by `, ` (the
+   * rest: mergedAnswer). One batch answers as it is.
    */
   profiles: (usernames: readonly string[], options?: CallOptions & { fields?: readonly FieldQuery[] }) => Promise<Answer<BatchBody>>
 }

@@ -1,3 +1,4 @@
+import { numberHeader, rateLimitOf, type RateLimit } from './header-values.ts'
 import type { components, operations } from './openapi.ts'
 
 /** The operations this client calls: the data routes (the operational and admin ones are for operators). */
@@ -31,6 +32,8 @@ export class ProfileBffError extends Error {
   readonly requestId: string | undefined
   /** From `Retry-After`, on 429 and 503. */
   readonly retryAfterSeconds: number | undefined
+  /** From `X-RateLimit-*`: on a RATE_LIMITED, `reset` says when the budget is renewed. */
+  readonly rateLimit: RateLimit | undefined
 
   constructor (code: ErrorCode, statusCode: number, message: string, headers?: Headers, options?: { cause: unknown }) {
     super(message, options)
@@ -38,7 +41,7 @@ export class ProfileBffError extends Error {
     this.code = code
     this.statusCode = statusCode
     this.requestId = headers?.get('x-request-id') ?? undefined
-    const retryAfter = Number(headers?.get('retry-after') ?? Number.NaN)
-    this.retryAfterSeconds = Number.isFinite(retryAfter) ? retryAfter : undefined
+    this.retryAfterSeconds = numberHeader(headers, 'retry-after')
+    this.rateLimit = rateLimitOf(headers)
   }
 }
