@@ -82,12 +82,17 @@ export class NearCopies {
     setUntil(this.#copies, key, { entry, answersUntil: now + COPY_TTL_MS, trust: this.#trusting ? this.#trust : -1 }, Math.min(now + KNOWN_MS, entry.freshUntil))
   }
 
-  /** These keys changed here (a purge): their copies go, and nothing under way is copied. */
-  changed (keys: readonly string[]): void {
+  /** These keys changed here (a purge): their copies go, and nothing under way is copied; answers those still known. */
+  changed (keys: readonly string[]): Array<[string, CacheEntry]> {
+    const known = keys.flatMap((key): Array<[string, CacheEntry]> => {
+      const entry = this.lastKnown(key)
+      return entry === undefined ? [] : [[key, entry]]
+    })
     for (const key of keys) {
       this.#change(key)
       this.#copies.delete(key)
     }
+    return known
   }
 
   /** Another instance's event: true when the key's copy went (a fill of the very version held keeps it). */

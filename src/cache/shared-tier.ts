@@ -161,10 +161,11 @@ export class SharedTier implements Tier {
   /** Here at once; in Redis too, which rejects while it is down (the purge then did not reach the other instances). */
   async markStale (keys: readonly string[], now: number): Promise<number> {
     // A read or write under way (a revalidation's) may answer the entry before the purge: not copied here.
-    this.#changed(keys)
+    const known = this.#changed(keys)
     try {
       const alone = await this.#alone.markStale(keys, now)
-      const shared = await this.#driver.markStale(keys, now)
+      // Redis away: what this instance knew stays here, stale (its store remembers the purge), for while the upstream fails.
+      const shared = await this.#driver.markStale(keys, now).catch(async (error: unknown) => { for (const [key, entry] of known) await this.#alone.set(key, entry); throw error })
       this.#alone.purgesShared(keys)
       if (this.#driver.announcesFills !== true) await Promise.all(keys.map(async (key) => await this.#bus.publish({ type: 'staled', key })))
       return Math.max(alone, shared)
@@ -218,8 +219,7 @@ export class SharedTier implements Tier {
   }
 
   #dropClaim (key: string): void {
-    const dropped = this.#claimed.get(key)
-    this.#claimed.delete(key)
+    const dropped = this.takeClaim(key)
     if (dropped?.claim.owner === true) dropped.claim.release().catch(() => {})
   }
 
@@ -229,9 +229,9 @@ export class SharedTier implements Tier {
     this.#bus.publish({ type: 'filled', key, etag: stored.etag }).catch((error: unknown) => { this.#onError(error, key) })
   }
 
-  #changed (keys: readonly string[]): void {
-    this.#copies.changed(keys)
+  #changed (keys: readonly string[]): Array<[string, CacheEntry]> {
     for (const key of keys) this.#reading.delete(key)
+    return this.#copies.changed(keys)
   }
 
   #hear (event: BusEvent): void {

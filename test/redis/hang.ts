@@ -2,6 +2,7 @@ import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
 import { setImmediate as turn } from 'node:timers/promises'
 import t from 'tap'
 import { Redis } from 'ioredis'
+import { profileOf } from '../../dev/profiles.ts'
 import { loadBudget } from '../../src/load-budget.ts'
 import { REDIS_OPTIONS } from '../../src/redis/client.ts'
 import { RedisBus } from '../../src/redis/bus.ts'
@@ -225,4 +226,21 @@ t.test('an owner renews its lock while its job runs: a waiter is not let through
   }
   if (owner?.owner === true) await owner.release()
   t.equal((await b.lock.claim('k'))?.owner, true, 'free once released')
+})
+
+t.test('a purge that is first to find Redis hung: 503, and the instance keeps what it knew, stale, for while the upstream fails', async (t) => {
+  const redis = await RedisServer.start(t)
+  const ADMIN_TOKEN = 'hang-admin-token'
+  const { app, sim } = await cacheStack(t, { env: { REDIS_URL: redis.url, ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: '0' } })
+  t.equal((await app.inject('/profile/kept')).headers['x-cache'], 'MISS')
+  t.equal((await app.inject('/profile/kept')).headers['x-cache'], 'HIT')
+  redis.pause()
+  t.teardown(() => { redis.resume() })
+  sim.failAlways({ kind: 'status', status: 500 })
+  const purge = await app.inject({ method: 'POST', url: '/admin/purge/kept', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+  t.match(purge.json(), { statusCode: 503, code: 'CACHE_UNAVAILABLE' })
+  const read = await app.inject('/profile/kept')
+  t.equal(read.statusCode, 200, 'the stale entry, not the upstream\'s error')
+  t.equal(read.headers['x-cache'], 'STALE')
+  t.same(read.json(), { user: profileOf('kept') })
 })
