@@ -143,7 +143,8 @@ export class Loader {
       if (hold?.after(error) === true) await this.#options.locks?.holds?.holdBack(key, hold.ms, mark, lock)
       throw error
     }
-    await this.#options.tier.set(key, entry, mark, lock).catch((error: unknown) => this.#options.onStoreError(error, key))
-    return entry
+    const stored = await this.#options.tier.set(key, entry, mark, lock).catch((error: unknown) => { this.#options.onStoreError(error, key) })
+    // Stored stale (a purge came during the load): its callers are told so, not a freshness the store does not hold.
+    return stored !== undefined && sameVersion(stored, entry) ? stored : entry
   }
 }

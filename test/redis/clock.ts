@@ -69,7 +69,10 @@ for (const [store, env] of [['redis', {}], ['in-process', { REDIS_URL: '' }]] as
     const purge = await app.inject({ method: 'POST', url: '/admin/purge/race', headers: authorized })
     t.equal(purge.statusCode, 200)
     upstream.release()
-    t.equal((await loading).headers['x-cache'], 'MISS')
+    const loaded = await loading
+    t.equal(loaded.headers['x-cache'], 'MISS')
+    // Its caller is told what the store holds: nothing fresh for a browser or a CDN to keep past the purge.
+    t.match(loaded.headers['cache-control'], /^public, max-age=0, stale-while-revalidate=0, /)
     t.equal((await app.inject('/profile/race')).headers['x-cache'], 'STALE', 'stored as stale: the next read revalidates')
     await eventually(async () => (await app.inject('/profile/race')).headers['x-cache'] === 'HIT', 'revalidated')
     t.equal(sim.callsFor('profile', 'race'), 2)
